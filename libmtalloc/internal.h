@@ -1,0 +1,169 @@
+/*
+ * internal.h - what the parts of the core tell each other. Grouped by the
+ * file that defines them; nothing here is exported from libmtalloc.so.
+ * Inside the core, functions return 0 (or a count) on success and -errno on
+ * failure; conversion to CUresult happens only at the hook boundary.
+ */
+#ifndef MT_INTERNAL_H
+#define MT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdarg.h>
+
+#include "mtalloc.h"
+
+/* ---- debug checks (meson option debug_checks, MT_DEBUG) -------------------
+ * 1: cheap asserts; 2: internal asserts; 3: invariant walkers. A failed check
+ * logs file:line and the expression, then aborts. */
+#ifndef MT_DEBUG
+#define MT_DEBUG 0
+#endif
+void _mt_assert_fail(const char *expr, const char *file, int line);
+#if MT_DEBUG >= 1
+#define mt_assert(e) ((e) ? (void)0 : _mt_assert_fail(#e, __FILE__, __LINE__))
+#else
+#define mt_assert(e) ((void)0)
+#endif
+#if MT_DEBUG >= 2
+#define mt_assert_internal(e) mt_assert(e)
+#else
+#define mt_assert_internal(e) ((void)0)
+#endif
+#define MT_CHECK_INVARIANTS (MT_DEBUG >= 3)
+
+#define mt_likely(x) __builtin_expect(!!(x), 1)
+#define mt_unlikely(x) __builtin_expect(!!(x), 0)
+
+/* ---- options.c -------------------------------------------------------------
+ * ONE table of every option. Columns: id, type, default (as the user would
+ * write it), minimum and maximum (INT only), choices (CHOICE only, '|'
+ * separated), unit, one-line help. The enum, the names and the table are all
+ * generated from this list, so they cannot disagree. */
+typedef enum mt_opt_type {
+  MT_OPT_BOOL,    /* 1/0/on/off/yes/no/true/false */
+  MT_OPT_INT,     /* decimal integer within [min, max] */
+  MT_OPT_SIZE,    /* bytes, optional K/M/G/T suffix (binary: K = 1024) */
+  MT_OPT_STRING,  /* free text (paths) */
+  MT_OPT_CHOICE,  /* one of a fixed list of names, stored as its index */
+} mt_opt_type_t;
+
+#define MT_OPTION_LIST(X)                                                          \
+  X(MAX_VRAM, SIZE, "0", 0, 0, "", "bytes",                                        \
+    "GPU memory mtalloc may use for tensors; 0 = what the device reports free at start") \
+  X(MAX_HOST, SIZE, "0", 0, 0, "", "bytes",                                        \
+    "pinned host memory for evicted chunks; 0 = three quarters of physical RAM")   \
+  X(OFFLOAD_DIR, STRING, "", 0, 0, "", "path",                                     \
+    "folder for the NVMe tier's files; empty = no NVMe tier")                      \
+  X(CHUNK, SIZE, "2M", 0, 0, "", "bytes",                                          \
+    "paging unit, rounded up to the driver's mapping granularity")                 \
+  X(SMALL_REGION, SIZE, "1M", 0, 0, "", "bytes",                                   \
+    "allocations smaller than this are packed into shared chunks that stay on the GPU") \
+  X(TRACE, STRING, "", 0, 0, "", "path",                                           \
+    "record a binary trace of allocations, launches and copies to this file")      \
+  X(STATS, BOOL, "off", 0, 0, "", "",                                              \
+    "print statistics at exit")                                                    \
+  X(VERBOSE, INT, "1", 0, 3, "", "level",                                          \
+    "log level: 0 errors, 1 warnings, 2 info, 3 debug")                            \
+  X(LOG, STRING, "", 0, 0, "", "path",                                             \
+    "append log lines to this file instead of stderr")                             \
+  X(POLICY, CHOICE, "lru", 0, 0, "lru", "",                                        \
+    "eviction policy")                                                             \
+  X(PREDICTOR, CHOICE, "none", 0, 0, "none", "",                                   \
+    "access-order predictor used for prefetching; none = demand fetching only")   \
+  X(PREFETCH_DEPTH, INT, "8", 0, 1024, "", "launches",                             \
+    "how many predicted launches ahead the prefetcher may fetch")                 \
+  X(THREADS, INT, "0", 0, 1024, "", "threads",                                     \
+    "host worker threads; 0 = one per online CPU")                                 \
+  X(NUMA_NODE, INT, "-1", -1, 1023, "", "node",                                    \
+    "NUMA node for pinned host memory; -1 = the GPU's node")                       \
+  X(OPTIMIZER, CHOICE, "off", 0, 0, "off", "",                                     \
+    "host optimizer; off = the framework runs its own optimizer on the GPU")       \
+  X(OPTIMIZER_COMPRESSION, CHOICE, "none", 0, 0, "none", "",                       \
+    "storage format of host optimizer state")                                      \
+  X(SHOW_CONFIG, BOOL, "off", 0, 0, "", "",                                        \
+    "print the effective options table at start")
+
+typedef enum mt_opt {
+#define MT_OPT_ENUM(id, ...) MT_OPT_##id,
+  MT_OPTION_LIST(MT_OPT_ENUM)
+#undef MT_OPT_ENUM
+  MT_OPT__COUNT
+} mt_opt_t;
+
+/* Reads every option once from the process environment (environ, read
+ * directly: safe inside a preloaded library's constructor). Idempotent and
+ * thread-safe. */
+void _mt_options_init(void);
+/* Resets every option to its default, then reads them from envp (a NULL
+ * terminated "NAME=value" array). Each bad value is reported with one log
+ * line naming the variable, the value and the accepted form; its default is
+ * kept. Returns the number of bad values. For tests and _mt_options_init. */
+int _mt_options_load(char *const *envp);
+/* Effective value: INT, SIZE, BOOL (0/1) and CHOICE (index) as an integer. */
+int64_t _mt_opt_int(mt_opt_t o);
+/* Effective value of a STRING option ("" when unset). */
+const char *_mt_opt_str(mt_opt_t o);
+/* True when the value came from the environment rather than the default. */
+bool _mt_opt_from_env(mt_opt_t o);
+const char *_mt_opt_name(mt_opt_t o);  /* "MT_MAX_VRAM" */
+/* Parsers, exposed for tests. Return 0 or -EINVAL (-ERANGE on overflow). */
+int _mt_parse_size(const char *s, uint64_t *out);
+int _mt_parse_bool(const char *s, bool *out);
+int _mt_parse_int(const char *s, int64_t min, int64_t max, int64_t *out);
+/* Looks name up in a NULL-terminated environment array without allocating;
+ * returns the value or NULL. */
+const char *_mt_env_lookup(char *const *envp, const char *name);
+/* Writes the options table as Markdown to fd (the README's table). */
+void _mt_options_markdown(int fd);
+
+/* ---- log.c -----------------------------------------------------------------
+ * One line per message, prefixed "mtalloc: ", written with one write(2) from
+ * a stack buffer: no heap allocation, and a message logged while logging (a
+ * signal, a hook re-entered by the log's own I/O) is dropped, not recursed. */
+typedef enum mt_log_level {
+  MT_LOG_ERROR = 0,
+  MT_LOG_WARN = 1,
+  MT_LOG_INFO = 2,
+  MT_LOG_DEBUG = 3,
+} mt_log_level_t;
+
+void _mt_log(mt_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void _mt_vlog(mt_log_level_t level, const char *fmt, va_list ap);
+/* Sets the level (messages above it are dropped) and the destination fd
+ * (-1: stderr, -2: keep the current one). The log does not own fd. */
+void _mt_log_configure(int level, int fd);
+/* Opens path for appending and makes it the destination; returns 0 or
+ * -errno (and the log stays on stderr). */
+int _mt_log_open(const char *path);
+int _mt_log_level(void);
+
+#define mt_error(...) _mt_log(MT_LOG_ERROR, __VA_ARGS__)
+#define mt_warn(...) _mt_log(MT_LOG_WARN, __VA_ARGS__)
+#define mt_info(...) _mt_log(MT_LOG_INFO, __VA_ARGS__)
+#define mt_debug(...) _mt_log(MT_LOG_DEBUG, __VA_ARGS__)
+
+/* ---- region.c --------------------------------------------------------------
+ * The region map: non-overlapping address ranges [start, start+size), each
+ * with a caller-owned value pointer. Thread-safe; lookups O(log n). */
+typedef struct _mt_rmap _mt_rmap_t;
+
+/* Returns a new empty map, or NULL when out of memory. */
+_mt_rmap_t *_mt_rmap_new(void);
+/* Frees the map; the values are the caller's. */
+void _mt_rmap_free(_mt_rmap_t *m);
+/* Returns 0, -EINVAL (size 0 or range wraps), -EEXIST (overlaps a range in
+ * the map) or -ENOMEM. */
+int _mt_rmap_insert(_mt_rmap_t *m, uintptr_t start, size_t size, void *value);
+/* Removes the range that starts exactly at start; stores its value in
+ * *value when value is not NULL. Returns 0 or -ENOENT. */
+int _mt_rmap_remove(_mt_rmap_t *m, uintptr_t start, void **value);
+/* The value of the range containing addr, or NULL; *start and *size (when
+ * not NULL) receive the range. */
+void *_mt_rmap_find(_mt_rmap_t *m, uintptr_t addr, uintptr_t *start, size_t *size);
+size_t _mt_rmap_count(_mt_rmap_t *m);
+/* Level-3 check: ranges sorted, disjoint, counts agree. Returns 0 or -EFAULT. */
+int _mt_rmap_check(_mt_rmap_t *m);
+
+#endif

@@ -1,0 +1,63 @@
+/*
+ * fakecuda.h - the test-side API of the fake CUDA driver (libcuda.so.1 in
+ * tests/fakecuda). The fake emulates the Driver API in host memory: device
+ * addresses are host addresses, so a "kernel" is a host function that
+ * dereferences its pointer parameters directly. Reserved but unmapped device
+ * addresses are PROT_NONE, so a kernel or copy touching memory that is not
+ * resident faults exactly as a GPU would raise an illegal-address error; the
+ * fake turns the fault into one line naming the kernel (or copy) and the
+ * address, and exits non-zero.
+ *
+ * Programs that reach the driver the way libcudart does (dlopen of
+ * "libcuda.so.1") look these functions up with dlsym on the same handle.
+ *
+ * Environment:
+ *   FAKECUDA_MEM        device memory capacity, bytes, K/M/G suffixes (default 1G)
+ *   FAKECUDA_JITTER_US  each stream operation waits a random 0..N us first (default 0)
+ *   FAKECUDA_BW         copies take bytes/FAKECUDA_BW seconds (default: instant)
+ *   FAKECUDA_REPORT     1: print "fakecuda: peak_device_bytes N" at exit
+ */
+#ifndef FAKECUDA_H
+#define FAKECUDA_H
+
+#include <stddef.h>
+#include <cuda.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a kernel body sees of its launch. */
+typedef struct fakecuda_launch {
+  const char *name;         /* the registered kernel name */
+  unsigned grid[3];         /* gridDim x, y, z */
+  unsigned block[3];        /* blockDim x, y, z */
+  unsigned shared_bytes;    /* dynamic shared memory requested */
+  CUstream stream;          /* stream it was launched on (NULL: default) */
+} fakecuda_launch_t;
+
+/* A kernel body: params[i] points at the value of parameter i, exactly as the
+ * kernelParams array of cuLaunchKernel. It runs on the stream's worker thread. */
+typedef void (*fakecuda_kernel_fn)(void **params, const fakecuda_launch_t *launch);
+
+/* Registers fn as a kernel named name whose parameters have the given sizes
+ * in bytes, laid out in order with natural alignment (each parameter aligned
+ * to min(size, 8)), as nvcc lays them out; cuFuncGetParamInfo answers from
+ * this layout. name is copied. Returns the CUfunction, or NULL on bad input. */
+CUfunction fakecuda_register_kernel(const char *name, fakecuda_kernel_fn fn,
+                                    size_t nparams, const size_t *param_sizes);
+
+/* Device memory in use now and at peak: cuMemAlloc* allocations plus physical
+ * allocations from cuMemCreate with a device location, in bytes. Reserved
+ * address space and host-located allocations do not count. */
+size_t fakecuda_device_used(void);
+size_t fakecuda_device_peak(void);
+void fakecuda_reset_peak(void);
+
+/* Kernel launches and copies executed so far (all streams). */
+unsigned long long fakecuda_launch_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,29 @@
+#!/bin/sh
+# Installs what mtalloc needs to build (Debian/Ubuntu) and builds it.
+#   tools/setup.sh [BUILD_DIR] [extra meson options...]
+# The CUDA toolkit headers (cuda.h) must be present; point -Dcuda-include=DIR
+# at them if they are not in /usr/local/cuda/include. Nothing links libcuda.
+set -eu
+cd "$(dirname "$0")/.."
+build=${1:-build}
+[ $# -gt 0 ] && shift
+
+pkgs="meson ninja-build pkg-config gcc liburing-dev libnuma-dev libxxhash-dev libcriterion-dev"
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "setup: installing$missing"
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing >/dev/null
+fi
+
+if [ -f "$build/build.ninja" ]; then
+  [ $# -gt 0 ] && meson configure "$build" "$@"
+else
+  meson setup "$build" "$@"
+fi
+meson compile -C "$build"

@@ -1,0 +1,19 @@
+#!/bin/sh
+# Sets up and runs the whole test suite: a normal build (warnings are
+# errors), the same suite under AddressSanitizer + UndefinedBehaviorSanitizer,
+# and the threaded parts under ThreadSanitizer.
+#   tools/test.sh
+set -eu
+cd "$(dirname "$0")/.."
+jobs=$(nproc 2>/dev/null || echo 2)
+
+tools/setup.sh build -Dwerror=true
+meson test -C build --print-errorlogs --num-processes "$jobs"
+
+tools/setup.sh build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Ddebug_checks=3
+ASAN_OPTIONS=abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  meson test -C build-asan --print-errorlogs --num-processes "$jobs"
+
+tools/setup.sh build-tsan -Dwerror=true -Db_sanitize=thread -Db_lundef=false
+meson test -C build-tsan --print-errorlogs --num-processes "$jobs" --suite unit --suite fakecuda
+echo "tools/test.sh: all suites passed"
