@@ -60,6 +60,9 @@ typedef enum mt_opt_type {
     "paging unit, rounded up to the driver's mapping granularity")                 \
   X(SMALL_REGION, SIZE, "1M", 0, 0, "", "bytes",                                   \
     "allocations smaller than this are packed into shared chunks that stay on the GPU") \
+  X(HOST_MAP, CHOICE, "auto", 0, 0, "auto|off", "",                                \
+    "auto: evicted chunks stay mapped to their host copy where the driver can map host memory " \
+    "(a stray access is slow, not fatal); off: evicted chunks are unmapped")        \
   X(TRACE, STRING, "", 0, 0, "", "path",                                           \
     "record a binary trace of allocations, launches and copies to this file")      \
   X(STATS, BOOL, "off", 0, 0, "", "",                                              \
@@ -138,6 +141,9 @@ void _mt_log_configure(int level, int fd);
  * -errno (and the log stays on stderr). */
 int _mt_log_open(const char *path);
 int _mt_log_level(void);
+/* Writes prefix and text as one line of any length, regardless of level
+ * (for reports the user asked for, like the MT_STATS line). */
+void _mt_log_raw(const char *prefix, const char *text);
 
 #define mt_error(...) _mt_log(MT_LOG_ERROR, __VA_ARGS__)
 #define mt_warn(...) _mt_log(MT_LOG_WARN, __VA_ARGS__)

@@ -96,3 +96,23 @@ void _mt_assert_fail(const char *expr, const char *file, int line) {
   _mt_log(MT_LOG_ERROR, "internal check failed: %s (%s:%d)", expr, file, line);
   abort();
 }
+
+void _mt_log_raw(const char *prefix, const char *text) {
+  if (log_busy) return;
+  log_busy = 1;
+  int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
+  if (fd < 0) fd = STDERR_FILENO;
+  struct { const char *p; size_t n; } part[3] = {{prefix, strlen(prefix)}, {text, strlen(text)}, {"\n", 1}};
+  for (int i = 0; i < 3; i++) {
+    const char *p = part[i].p;
+    size_t len = part[i].n;
+    while (len > 0) {
+      ssize_t w = write(fd, p, len);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) break;
+      p += w;
+      len -= (size_t)w;
+    }
+  }
+  log_busy = 0;
+}

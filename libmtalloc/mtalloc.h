@@ -45,6 +45,34 @@ MT_API int mt_option_text(const char *name, char *buf, size_t len);
  * prints at start). */
 MT_API void mt_show_config(void);
 
+/* Statistics since start as one JSON object, NUL-terminated, in a buffer
+ * owned by the library and valid until the next call from any thread (copy
+ * it). Keys (all integers; bytes are bytes, times are nanoseconds):
+ *   bytes_h2d, bytes_d2h      bytes copied host->device / device->host by the pager
+ *   fetches                   chunks brought to the device from the host tier
+ *   evictions_dirty           chunks evicted with a copy to host
+ *   evictions_clean           chunks evicted without a copy (host copy current)
+ *   stalls, stall_ns          launches/copies that waited for a fetch, and the host
+ *                             time they waited
+ *   resident_bytes            device memory the pager holds now (chunks + small pool)
+ *   peak_resident_bytes       its maximum
+ *   launches                  kernel launches seen (all routes)
+ *   allocs, frees             allocations and frees served
+ *   regions_live, regions_peak
+ *   escaped_regions           regions pinned because their address was copied to the device
+ *   host_mapped               1 when evicted chunks stay mapped to host memory
+ *   calls                     object: per hooked driver symbol, calls by route
+ *                             {"direct": n, "dlsym": n, "procaddr": n}; only symbols called
+ * Returns "{}" before the first call the library intercepted. */
+MT_API const char *mt_stats_json(void);
+
+/* PyTorch pluggable allocator entry points
+ * (torch.cuda.memory.CUDAPluggableAllocator(path, "mt_torch_malloc", "mt_torch_free")).
+ * stream is a cudaStream_t (the driver's CUstream). mt_torch_malloc returns NULL
+ * when out of memory. */
+MT_API void *mt_torch_malloc(size_t size, int device, void *stream);
+MT_API void mt_torch_free(void *ptr, size_t size, int device, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,113 @@
+/*
+ * copy.c - copies and sets that touch managed regions.
+ *
+ * A copy into or out of a region is cut into pieces that never cross a
+ * chunk boundary on either side; each piece's chunks are made resident and
+ * the piece forwarded before the next, so a copy of any size goes through a
+ * budget of two chunks. A piece that overwrites a whole chunk does not
+ * fetch its old contents. Asynchronous pieces hold their regions until the
+ * stream passes them.
+ *
+ * Escaped pointers: a small host buffer copied to the device may be a table
+ * of device pointers (an array of tensors, a struct of arguments); every
+ * 8-byte word of it that points into a region marks that region escaped,
+ * resident for good, since kernels will reach it without naming it. Only
+ * buffers up to ESCAPE_SCAN_MAX are scanned: pointer tables are small, and
+ * scanning gigabytes of weights would cost seconds and find false hits.
+ *
+ * Threading: under the pager lock, like everything the pager forwards.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "driver.h"
+#include "pager.h"
+#include "pager_internal.h"
+
+#define ESCAPE_SCAN_MAX ((size_t)1 << 20)
+
+static void escape_scan(mt_pager_t *p, const void *src, size_t n, mt_handle_t s) {
+  const char *b = src;
+  for (size_t o = 0; o + 8 <= n; o += 8) {
+    uintptr_t w;
+    memcpy(&w, b + o, 8);
+    if (!_mt_in_range(p, w)) continue;
+    mt_region_t *r = _mt_rmap_find(p->rmap, w, NULL, NULL);
+    if (r != NULL && !r->escaped && r->kind != REG_SMALL) _mt_region_escape(p, r, s);
+  }
+}
+
+/* Is src (not ours) host memory we may read? Pageable host memory is
+ * unknown to the driver; pinned memory says HOST. */
+static bool readable_host(uintptr_t src) {
+  const mt_driver_t *drv = _mt_driver();
+  unsigned type = 0;
+  CUresult rc = drv->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)src);
+  return rc != CUDA_SUCCESS || type == CU_MEMORYTYPE_HOST;
+}
+
+static size_t piece_limit(mt_pager_t *p, mt_region_t *r, uintptr_t a, size_t n) {
+  if (r == NULL || r->kind == REG_SMALL) return n;
+  size_t to_end = p->chunk - (size_t)((a - r->addr) % p->chunk);
+  return n < to_end ? n : to_end;
+}
+
+int _mt_copy(uintptr_t dst, uintptr_t src, size_t n, mt_handle_t s, bool async, int src_is_host,
+             mt_piece_fn fwd, void *ctx) {
+  mt_pager_t *p = _mt_pager_if_started();
+  if (p == NULL || (!_mt_in_range(p, dst) && !_mt_in_range(p, src))) return fwd(ctx, dst, src, n);
+  pthread_mutex_lock(&p->lock);
+  int rc = 0;
+  if (n <= ESCAPE_SCAN_MAX && _mt_in_range(p, dst) && !_mt_in_range(p, src) && src_is_host != 0 &&
+      (src_is_host == 1 || readable_host(src)))
+    escape_scan(p, (const void *)src, n, s);
+  uint32_t si = async ? _mt_stream_index(p, s) : 0;
+  while (n > 0 && rc == 0) {
+    p->epoch++;
+    mt_region_t *rd = _mt_region_of(p, dst), *rs = _mt_region_of(p, src);
+    size_t piece = piece_limit(p, rd, dst, n);
+    piece = piece_limit(p, rs, src, piece);
+    if (rd) rd->epoch = p->epoch;
+    if (rs) rs->epoch = p->epoch;
+    if (rd) rc = _mt_range_resident(p, rd, dst, piece, s, true, true);
+    if (rs && rc == 0) rc = _mt_range_resident(p, rs, src, piece, s, false, false);
+    if (rc == 0) rc = _mt_fetch_fence(p, s);
+    if (rc == 0) rc = fwd(ctx, dst, src, piece);
+    if (rc == 0 && si != 0) {
+      uint64_t seq = _mt_stream_next(p, si);
+      if (rd) _mt_region_hold(p, rd, si, seq);
+      if (rs) _mt_region_hold(p, rs, si, seq);
+    }
+    dst += piece;
+    src += piece;
+    n -= piece;
+  }
+  pthread_mutex_unlock(&p->lock);
+  return rc;
+}
+
+int _mt_memset(uintptr_t dst, size_t n, size_t elsize, mt_handle_t s, bool async, mt_piece_fn fwd, void *ctx) {
+  mt_pager_t *p = _mt_pager_if_started();
+  if (p == NULL || !_mt_in_range(p, dst)) return fwd(ctx, dst, 0, n);
+  pthread_mutex_lock(&p->lock);
+  int rc = 0;
+  uint32_t si = async ? _mt_stream_index(p, s) : 0;
+  while (n > 0 && rc == 0) {
+    p->epoch++;
+    mt_region_t *rd = _mt_region_of(p, dst);
+    size_t piece = piece_limit(p, rd, dst, n);
+    piece -= piece % elsize;
+    if (piece == 0) piece = n; /* misaligned tail: let the driver judge it */
+    if (rd) {
+      rd->epoch = p->epoch;
+      rc = _mt_range_resident(p, rd, dst, piece, s, true, true);
+    }
+    if (rc == 0) rc = _mt_fetch_fence(p, s);
+    if (rc == 0) rc = fwd(ctx, dst, 0, piece);
+    if (rc == 0 && si != 0 && rd) _mt_region_hold(p, rd, si, _mt_stream_next(p, si));
+    dst += piece;
+    n -= piece;
+  }
+  pthread_mutex_unlock(&p->lock);
+  return rc;
+}

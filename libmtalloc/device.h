@@ -1,0 +1,74 @@
+/*
+ * device.h - the one small interface through which the pager moves memory.
+ *
+ * The pager never calls the CUDA driver itself: it asks a device to create
+ * and release physical chunks, map them at addresses, copy between
+ * addresses, and order work with streams and events. Two implementations
+ * (DESIGN.md): device_cuda.c, the real driver opened with dlopen (tested
+ * against tests/fakecuda), and, with the trace issue, a virtual-clock device
+ * where copies take simulated time and no memory is touched.
+ *
+ * Handles are opaque 64-bit values owned by the device. Every function
+ * returns 0 or -errno (-ENOMEM for out-of-memory, -EIO for any other driver
+ * failure, which the device logs with the driver's error name).
+ */
+#ifndef MT_DEVICE_H
+#define MT_DEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef uint64_t mt_handle_t;
+
+typedef struct mt_device_info {
+  size_t total_bytes;     /* device memory */
+  size_t free_bytes;      /* free at open */
+  size_t granularity;     /* mapping granularity (2 MiB on current GPUs) */
+  bool host_mappable;     /* physical host memory can be mapped at a device address */
+  int host_numa_node;     /* the GPU's NUMA node, or -1 */
+  char name[96];
+} mt_device_info_t;
+
+typedef struct mt_device mt_device_t;
+
+typedef struct mt_device_ops {
+  /* Address space: reserve/free a range of device virtual addresses. */
+  int (*reserve)(mt_device_t *d, size_t size, size_t align, uintptr_t *va);
+  void (*unreserve)(mt_device_t *d, uintptr_t va, size_t size);
+  /* Physical memory of one chunk, on the device or (host_mappable) on the host. */
+  int (*phys_create)(mt_device_t *d, size_t size, bool on_host, mt_handle_t *h);
+  void (*phys_release)(mt_device_t *d, mt_handle_t h);
+  /* Map h at va (whole size) with read/write access for the device; unmap. */
+  int (*map)(mt_device_t *d, uintptr_t va, size_t size, mt_handle_t h);
+  int (*unmap)(mt_device_t *d, uintptr_t va, size_t size);
+  /* Pinned host buffers for devices without host mappings. */
+  int (*host_alloc)(mt_device_t *d, size_t size, void **p);
+  void (*host_free)(mt_device_t *d, void *p);
+  /* An asynchronous copy on stream s; addresses are unified (device VA or
+   * pinned host). */
+  int (*copy)(mt_device_t *d, uintptr_t dst, uintptr_t src, size_t n, mt_handle_t s);
+  /* Streams and events. Stream handles are the application's too. */
+  int (*stream_create)(mt_device_t *d, mt_handle_t *s);
+  int (*event_create)(mt_device_t *d, mt_handle_t *e);
+  void (*event_destroy)(mt_device_t *d, mt_handle_t e);
+  int (*event_record)(mt_device_t *d, mt_handle_t e, mt_handle_t s);
+  /* 1 complete, 0 not yet, <0 error */
+  int (*event_query)(mt_device_t *d, mt_handle_t e);
+  int (*event_sync)(mt_device_t *d, mt_handle_t e);
+  int (*stream_wait)(mt_device_t *d, mt_handle_t s, mt_handle_t e);
+  /* 1 when s is capturing into a graph (no work runs), 0 otherwise. */
+  int (*stream_capturing)(mt_device_t *d, mt_handle_t s);
+} mt_device_ops_t;
+
+struct mt_device {
+  const mt_device_ops_t *ops;
+  mt_device_info_t info;
+};
+
+/* device_cuda.c: opens the real driver (already initialised by the
+ * application) on the calling thread's current context, or device 0's
+ * primary context. Returns NULL with a logged reason on failure. */
+mt_device_t *_mt_device_cuda_open(void);
+
+#endif

@@ -1,0 +1,226 @@
+/*
+ * launch.c - a launch's footprint, and the residency guarantee.
+ *
+ * Before a kernel runs, every region it can reach through its parameters
+ * must be resident. The parameter layout (offset and size of each
+ * parameter) comes from cuFuncGetParamInfo and is cached per function;
+ * every 8-byte word of every parameter is a candidate pointer (a struct
+ * parameter can hold pointers, e.g. PyTorch's TensorInfo). A word outside
+ * the pager's address range is rejected by one comparison; the rest are
+ * looked up in the region map. Each region is taken once per launch
+ * (epoch mark), made resident whole, and held until the stream passes the
+ * launch.
+ *
+ * Threading: layouts and everything else under the pager lock.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.h"
+#include "pager.h"
+#include "pager_internal.h"
+
+typedef struct mt_layout {
+  CUfunction f;
+  bool known;                /* cuFuncGetParamInfo answered */
+  uint32_t n;
+  uint32_t *off, *size;
+} mt_layout_t;
+
+static const char *kernel_name(CUfunction f) {
+  const char *name = NULL;
+  const mt_driver_t *drv = _mt_driver();
+  if (drv && drv->cuFuncGetName(&name, f) == CUDA_SUCCESS && name) return name;
+  return "(unnamed kernel)";
+}
+
+static mt_layout_t *layout_build(CUfunction f) {
+  mt_layout_t *l = calloc(1, sizeof(*l));
+  if (l == NULL) return NULL;
+  l->f = f;
+  const mt_driver_t *drv = _mt_driver();
+  uint32_t cap = 0;
+  for (size_t i = 0;; i++) {
+    size_t off = 0, size = 0;
+    CUresult rc = drv->cuFuncGetParamInfo(f, i, &off, &size);
+    if (rc == CUDA_ERROR_INVALID_VALUE && i > 0) break; /* past the last parameter */
+    if (rc == CUDA_ERROR_INVALID_VALUE && i == 0) {      /* no parameters at all */
+      l->known = true;
+      return l;
+    }
+    if (rc != CUDA_SUCCESS) {
+      mt_warn("cuFuncGetParamInfo failed for kernel %s (%s): its pointer parameters cannot be "
+              "found, so its buffers are not made resident before it runs",
+              kernel_name(f), _mt_cu_errname(rc));
+      l->n = 0;
+      return l;
+    }
+    if (l->n == cap) {
+      cap = cap ? cap * 2 : 8;
+      uint32_t *no = realloc(l->off, cap * sizeof(uint32_t));
+      if (no) l->off = no;
+      uint32_t *ns = realloc(l->size, cap * sizeof(uint32_t));
+      if (ns) l->size = ns;
+      if (!no || !ns) break;
+    }
+    l->off[l->n] = (uint32_t)off;
+    l->size[l->n] = (uint32_t)size;
+    l->n++;
+  }
+  l->known = true;
+  return l;
+}
+
+/* The cached layout of f (open addressing on the function pointer). */
+static mt_layout_t *layout_of(mt_pager_t *p, CUfunction f) {
+  if (p->nlayouts * 2 >= p->cap_layouts) {
+    size_t cap = p->cap_layouts ? p->cap_layouts * 2 : 256;
+    mt_layout_t **nt = calloc(cap, sizeof(*nt));
+    if (nt == NULL) return NULL;
+    for (size_t i = 0; i < p->cap_layouts; i++) {
+      mt_layout_t *l = p->layouts[i];
+      if (l == NULL) continue;
+      size_t h = ((uintptr_t)l->f >> 4) * 0x9E3779B97F4A7C15ULL;
+      for (h &= cap - 1; nt[h]; h = (h + 1) & (cap - 1)) {
+      }
+      nt[h] = l;
+    }
+    free(p->layouts);
+    p->layouts = nt;
+    p->cap_layouts = cap;
+  }
+  size_t mask = p->cap_layouts - 1;
+  size_t h = (((uintptr_t)f >> 4) * 0x9E3779B97F4A7C15ULL) & mask;
+  for (; p->layouts[h]; h = (h + 1) & mask)
+    if (p->layouts[h]->f == f) return p->layouts[h];
+  mt_layout_t *l = layout_build(f);
+  if (l) {
+    p->layouts[h] = l;
+    p->nlayouts++;
+  }
+  return l;
+}
+
+typedef struct footprint {
+  mt_region_t **r;
+  size_t n, cap;
+  mt_region_t *inline_r[64];
+} footprint_t;
+
+static void fp_add(mt_pager_t *p, footprint_t *fp, uintptr_t word) {
+  if (!_mt_in_range(p, word)) return;
+  mt_region_t *r = _mt_rmap_find(p->rmap, word, NULL, NULL);
+  if (r == NULL || r->epoch == p->epoch) return;
+  r->epoch = p->epoch;
+  if (fp->n == fp->cap) {
+    size_t cap = fp->cap * 2;
+    mt_region_t **nr = malloc(cap * sizeof(*nr));
+    if (nr == NULL) return; /* the region stays marked, so it is still never evicted here */
+    memcpy(nr, fp->r, fp->n * sizeof(*nr));
+    if (fp->r != fp->inline_r) free(fp->r);
+    fp->r = nr;
+    fp->cap = cap;
+  }
+  fp->r[fp->n++] = r;
+}
+
+static void scan_bytes(mt_pager_t *p, footprint_t *fp, const void *v, size_t size) {
+  for (size_t o = 0; o + 8 <= size; o += 8) {
+    uintptr_t w;
+    memcpy(&w, (const char *)v + o, 8);
+    fp_add(p, fp, w);
+  }
+}
+
+static void scan(mt_pager_t *p, footprint_t *fp, const mt_layout_t *l, void **params, void **extra) {
+  if (params != NULL) {
+    for (uint32_t i = 0; i < l->n; i++)
+      if (params[i] != NULL) scan_bytes(p, fp, params[i], l->size[i]);
+    return;
+  }
+  if (extra == NULL) return;
+  const char *buf = NULL;
+  size_t len = 0;
+  for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+    if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buf = extra[i + 1];
+    else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1]) len = *(size_t *)extra[i + 1];
+    else if (i > 64) break; /* a malformed array: stop rather than run off */
+  }
+  if (buf == NULL) return;
+  if (l->known && l->n > 0) {
+    for (uint32_t i = 0; i < l->n; i++)
+      if (l->off[i] + l->size[i] <= len) scan_bytes(p, fp, buf + l->off[i], l->size[i]);
+  } else {
+    scan_bytes(p, fp, buf, len);
+  }
+}
+
+bool _mt_owns(uintptr_t addr) {
+  mt_pager_t *p = _mt_pager_if_started();
+  return p != NULL && _mt_in_range(p, addr);
+}
+
+/* Makes the footprint resident and forwards; the caller holds the lock. */
+static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle_t s, mt_forward_fn fwd,
+                         void *ctx, const char *what) {
+  size_t need = 0;
+  for (size_t i = 0; i < fp->n; i++) need += _mt_region_bytes(p, fp->r[i]);
+  if (need + p->pinned > p->budget) {
+    mt_error("%s %s needs %zu bytes resident at once (%zu buffers), more than MT_MAX_VRAM=%zu "
+             "leaves after %zu bytes that stay on the device; raise MT_MAX_VRAM or split the work",
+             what, f ? kernel_name(f) : "", need, fp->n, p->budget, p->pinned);
+    return -E2BIG;
+  }
+  for (size_t i = 0; i < fp->n; i++) {
+    int rc = _mt_region_resident(p, fp->r[i], s, true);
+    if (rc < 0) {
+      if (rc == -E2BIG)
+        mt_error("%s %s: could not make its %zu bytes resident within MT_MAX_VRAM=%zu (the rest "
+                 "is held by work in flight)", what, f ? kernel_name(f) : "", need, p->budget);
+      return rc;
+    }
+  }
+  int rc = _mt_fetch_fence(p, s);
+  if (rc < 0) return rc;
+  rc = fwd(ctx);
+  if (rc == 0 && fp->n > 0) {
+    uint32_t si = _mt_stream_index(p, s);
+    uint64_t seq = _mt_stream_next(p, si);
+    for (size_t i = 0; i < fp->n; i++) _mt_region_hold(p, fp->r[i], si, seq);
+  }
+  return rc;
+}
+
+int _mt_launch(CUfunction f, void **params, void **extra, mt_handle_t s, mt_forward_fn fwd, void *ctx) {
+  mt_pager_t *p = _mt_pager_if_started();
+  if (p == NULL) return fwd(ctx);
+  mt_stat_add(launches, 1);
+  footprint_t fp = {.r = NULL, .n = 0, .cap = 64};
+  fp.r = fp.inline_r;
+  pthread_mutex_lock(&p->lock);
+  mt_layout_t *l = layout_of(p, f);
+  p->epoch++;
+  if (l != NULL) scan(p, &fp, l, params, extra);
+  int rc;
+  if (_mt_capturing(p, s)) {
+    for (size_t i = 0; i < fp.n; i++) _mt_capture_add(p, s, fp.r[i]->addr);
+    rc = fwd(ctx);
+  } else {
+    rc = launch_locked(p, &fp, f, s, fwd, ctx, "kernel");
+  }
+  pthread_mutex_unlock(&p->lock);
+  if (fp.r != fp.inline_r) free(fp.r);
+  return rc;
+}
+
+/* graph.c needs the same guarantee for a graph's recorded footprint. */
+int _mt_launch_regions(mt_pager_t *p, uintptr_t *addrs, size_t n, mt_handle_t s, mt_forward_fn fwd, void *ctx) {
+  footprint_t fp = {.r = NULL, .n = 0, .cap = 64};
+  fp.r = fp.inline_r;
+  p->epoch++;
+  for (size_t i = 0; i < n; i++) fp_add(p, &fp, addrs[i]);
+  int rc = launch_locked(p, &fp, NULL, s, fwd, ctx, "graph launch");
+  if (fp.r != fp.inline_r) free(fp.r);
+  return rc;
+}

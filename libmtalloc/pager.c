@@ -1,0 +1,617 @@
+/*
+ * pager.c - the chunk state machine: which chunk lives where, and moving it.
+ *
+ * Every paged region is cut into chunks of MT_CHUNK bytes (at least the
+ * driver's mapping granularity). A chunk is
+ *   NONE    never touched: no memory anywhere (what cudaMalloc gives back);
+ *   DEVICE  device physical memory mapped at its address; `dirty` when the
+ *           device copy is newer than the host copy (or there is none);
+ *   HOST    its data lives only in its host copy; with host mappings the
+ *           host copy is mapped at the chunk's address, so a kernel that
+ *           reaches it through a pointer we could not see is slow, not wrong;
+ *           otherwise the address is unmapped.
+ * A DEVICE chunk may keep its host copy ("retained") so that, while clean, it
+ * is evicted by dropping the device memory with no copy at all.
+ *
+ * Invariants (checked at level 3 by the tests): `used` is the sum of DEVICE
+ * chunks and small slabs and never exceeds `budget`; `host_used` is the sum
+ * of host copies and never exceeds `host_budget`; a chunk is in the policy
+ * exactly when it is DEVICE; a region with an unfinished hold is never
+ * evicted or freed.
+ *
+ * Moves: evictions are batched (all copies issued on the d2h stream, one
+ * wait, then unmaps); fetches are issued on the h2d stream and the
+ * application's stream waits for them with an event, never the host.
+ *
+ * Threading: everything under p->lock (see pager_internal.h).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pager_internal.h"
+
+mt_pager_t *_mt_pager;
+
+#define container_of_chunk(n) ((mt_chunk_t *)(n))
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void resident_changed(mt_pager_t *p) {
+  atomic_store_explicit(&_mt_stats.resident_bytes, p->used, memory_order_relaxed);
+  _mt_stat_peak(&_mt_stats.peak_resident_bytes, p->used);
+}
+
+/* The retained list holds every DEVICE chunk that keeps a host copy, clean
+ * (evicted for free) or stale (its buffer reused at eviction). When the
+ * host budget is short, the oldest lose their copy. */
+
+/* ---- host copies ------------------------------------------------------------ */
+
+static void retained_unlink(mt_chunk_t *c) {
+  if (!c->retained) return;
+  c->rprev->rnext = c->rnext;
+  c->rnext->rprev = c->rprev;
+  c->retained = false;
+}
+
+static void retained_link(mt_pager_t *p, mt_chunk_t *c) {
+  if (c->retained) return;
+  c->rnext = p->retained.rnext;
+  c->rprev = &p->retained;
+  p->retained.rnext->rprev = c;
+  p->retained.rnext = c;
+  c->retained = true;
+}
+
+static void host_release(mt_pager_t *p, mt_chunk_t *c) {
+  if (c->host_addr == 0) return;
+  retained_unlink(c);
+  if (p->host_mapped) {
+    p->dev->ops->unmap(p->dev, c->host_addr, p->chunk);
+    p->dev->ops->phys_release(p->dev, c->host);
+    _mt_va_free(&p->win, c->host_addr, 1, p->chunk);
+  } else {
+    p->dev->ops->host_free(p->dev, (void *)c->host_addr);
+  }
+  c->host = 0;
+  c->host_addr = 0;
+  p->host_used -= p->chunk;
+}
+
+/* Gives c a host copy (contents undefined). When the host budget is full,
+ * drops the host copies that device chunks keep (they become dirty). */
+static int host_get(mt_pager_t *p, mt_chunk_t *c) {
+  if (c->host_addr != 0) return 0;
+  while (p->host_used + p->chunk > p->host_budget && p->retained.rprev != &p->retained) {
+    mt_chunk_t *old = p->retained.rprev; /* the oldest retained copy */
+    host_release(p, old);
+    old->dirty = true;
+  }
+  if (p->host_used + p->chunk > p->host_budget) {
+    mt_error("host memory budget MT_MAX_HOST=%zu is full: cannot evict a %zu-byte chunk "
+             "(raise MT_MAX_HOST, or lower the model's memory)", p->host_budget, p->chunk);
+    return -ENOMEM;
+  }
+  int rc;
+  if (p->host_mapped) {
+    uintptr_t w;
+    if ((rc = _mt_va_alloc(&p->win, 1, p->chunk, &w)) < 0) return rc;
+    mt_handle_t h;
+    if ((rc = p->dev->ops->phys_create(p->dev, p->chunk, true, &h)) < 0) {
+      _mt_va_free(&p->win, w, 1, p->chunk);
+      return rc;
+    }
+    if ((rc = p->dev->ops->map(p->dev, w, p->chunk, h)) < 0) {
+      p->dev->ops->phys_release(p->dev, h);
+      _mt_va_free(&p->win, w, 1, p->chunk);
+      return rc;
+    }
+    c->host = h;
+    c->host_addr = w;
+  } else {
+    void *hp;
+    if ((rc = p->dev->ops->host_alloc(p->dev, p->chunk, &hp)) < 0) return rc;
+    c->host_addr = (uintptr_t)hp;
+  }
+  p->host_used += p->chunk;
+  return 0;
+}
+
+/* ---- eviction ------------------------------------------------------------------ */
+
+typedef struct victim_ctx {
+  mt_pager_t *p;
+  bool wait;  /* second pass: accept held chunks (we will wait for them) */
+} victim_ctx_t;
+
+static bool region_held(mt_pager_t *p, mt_region_t *r, bool wait) {
+  for (unsigned i = 0; i < r->nholds; i++) {
+    int d = _mt_hold_done(p, &r->holds[i], wait);
+    if (d != 1) return true;
+  }
+  r->nholds = 0;
+  return false;
+}
+
+static bool eligible(mt_policy_node_t *n, void *arg) {
+  victim_ctx_t *v = arg;
+  mt_chunk_t *c = container_of_chunk(n);
+  mt_region_t *r = c->region;
+  if (r->escaped || r->epoch == v->p->epoch) return false;
+  if (v->wait) return true;
+  return !region_held(v->p, r, false);
+}
+
+#define EVICT_BATCH 32
+
+/* Frees device memory until `need` more bytes fit in the budget. Chunks of
+ * regions in the current epoch (the operation being prepared) are never
+ * chosen. Returns 0, or -E2BIG when nothing more can be evicted. */
+static int make_room(mt_pager_t *p, size_t need) {
+  while (p->used + need > p->budget) {
+    mt_chunk_t *batch[EVICT_BATCH];
+    int n = 0;
+    size_t freed = 0;
+    victim_ctx_t vc = {p, false};
+    while (n < EVICT_BATCH && p->used - freed + need > p->budget) {
+      mt_policy_node_t *node = p->pol_ops->victim(p->pol, eligible, &vc);
+      if (node == NULL && !vc.wait) {
+        vc.wait = true; /* everything is in flight: wait for the coldest */
+        continue;
+      }
+      if (node == NULL) break;
+      mt_chunk_t *c = container_of_chunk(node);
+      if (vc.wait && region_held(p, c->region, true)) return -EIO;
+      p->pol_ops->remove(p->pol, node); /* out of the way of the next pick */
+      batch[n++] = c;
+      freed += p->chunk;
+      vc.wait = false;
+    }
+    if (n == 0) return -E2BIG;
+    /* Copies for dirty victims, one wait for all of them. */
+    bool copied = false;
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+      mt_chunk_t *c = batch[i];
+      if (!c->dirty && c->host_addr != 0) continue;
+      if ((rc = host_get(p, c)) < 0) break;
+      uintptr_t va = c->region->addr + (uintptr_t)c->index * p->chunk;
+      if ((rc = p->dev->ops->copy(p->dev, c->host_addr, va, p->chunk, p->d2h)) < 0) break;
+      copied = true;
+    }
+    if (copied && rc == 0) {
+      rc = p->dev->ops->event_record(p->dev, p->ev_evict, p->d2h);
+      if (rc == 0) rc = p->dev->ops->event_sync(p->dev, p->ev_evict);
+    }
+    if (rc < 0) { /* nothing lost: put them back as they were */
+      if (copied) p->dev->ops->event_sync(p->dev, p->ev_evict);
+      for (int i = 0; i < n; i++) p->pol_ops->insert(p->pol, &batch[i]->node);
+      return rc;
+    }
+    for (int i = 0; i < n; i++) {
+      mt_chunk_t *c = batch[i];
+      uintptr_t va = c->region->addr + (uintptr_t)c->index * p->chunk;
+      p->dev->ops->unmap(p->dev, va, p->chunk);
+      p->dev->ops->phys_release(p->dev, c->dev);
+      c->dev = 0;
+      retained_unlink(c);
+      if (p->host_mapped) p->dev->ops->map(p->dev, va, p->chunk, c->host);
+      if (c->dirty) {
+        mt_stat_add(evictions_dirty, 1);
+        mt_stat_add(bytes_d2h, p->chunk);
+      } else {
+        mt_stat_add(evictions_clean, 1);
+      }
+      c->dirty = false;
+      c->state = CH_HOST;
+      p->used -= p->chunk;
+    }
+    resident_changed(p);
+  }
+  return 0;
+}
+
+int _mt_pager_reserve_pinned(mt_pager_t *p, size_t bytes) {
+  if (p->pinned + bytes > p->budget) {
+    mt_error("memory that must stay on the device (small allocations and escaped buffers) "
+             "would exceed MT_MAX_VRAM=%zu", p->budget);
+    return -ENOMEM;
+  }
+  int rc = make_room(p, bytes);
+  if (rc < 0) return rc == -E2BIG ? -ENOMEM : rc;
+  p->used += bytes;
+  p->pinned += bytes;
+  resident_changed(p);
+  return 0;
+}
+
+/* ---- fetch ---------------------------------------------------------------------- */
+
+static bool fetch_pending; /* fetch copies issued since the last fence */
+
+/* Device memory for c, mapped at its address (contents: what it had, when
+ * fetch is true, else undefined). */
+static int chunk_to_device(mt_pager_t *p, mt_chunk_t *c, bool fetch) {
+  int rc = make_room(p, p->chunk);
+  if (rc < 0) return rc;
+  mt_handle_t h;
+  for (int tries = 0;; tries++) {
+    rc = p->dev->ops->phys_create(p->dev, p->chunk, false, &h);
+    if (rc != -ENOMEM || tries == 3) break;
+    /* Someone else holds device memory the budget assumed free: shrink. */
+    size_t shrink = p->used > p->chunk * 8 ? p->chunk * 8 : p->used;
+    if (shrink == 0) break;
+    mt_warn("the device has less free memory than MT_MAX_VRAM assumed; lowering the budget "
+            "from %zu to %zu bytes", p->budget, p->budget - shrink);
+    p->budget -= shrink;
+    if ((rc = make_room(p, p->chunk)) < 0) return rc;
+  }
+  if (rc < 0) return rc;
+  uintptr_t va = c->region->addr + (uintptr_t)c->index * p->chunk;
+  if (c->state == CH_HOST && p->host_mapped) p->dev->ops->unmap(p->dev, va, p->chunk);
+  if ((rc = p->dev->ops->map(p->dev, va, p->chunk, h)) < 0) {
+    if (c->state == CH_HOST && p->host_mapped) p->dev->ops->map(p->dev, va, p->chunk, c->host);
+    p->dev->ops->phys_release(p->dev, h);
+    return rc;
+  }
+  if (c->state == CH_HOST && fetch) {
+    rc = p->dev->ops->copy(p->dev, va, c->host_addr, p->chunk, p->h2d);
+    if (rc < 0) { /* undo: the host copy stays authoritative */
+      p->dev->ops->unmap(p->dev, va, p->chunk);
+      p->dev->ops->phys_release(p->dev, h);
+      if (p->host_mapped) p->dev->ops->map(p->dev, va, p->chunk, c->host);
+      return rc;
+    }
+    fetch_pending = true;
+    mt_stat_add(fetches, 1);
+    mt_stat_add(bytes_h2d, p->chunk);
+    c->dirty = false;
+    retained_link(p, c);
+  } else {
+    c->dirty = true; /* new contents will be written; a host copy is stale but kept for reuse */
+    if (c->host_addr != 0) retained_link(p, c);
+  }
+  c->dev = h;
+  c->state = CH_DEVICE;
+  p->used += p->chunk;
+  resident_changed(p);
+  p->pol_ops->insert(p->pol, &c->node);
+  return 0;
+}
+
+int _mt_fetch_fence(mt_pager_t *p, mt_handle_t s) {
+  if (!fetch_pending) return 0;
+  fetch_pending = false;
+  int rc = p->dev->ops->event_record(p->dev, p->ev_fetch, p->h2d);
+  if (rc == 0) rc = p->dev->ops->stream_wait(p->dev, s, p->ev_fetch);
+  return rc;
+}
+
+int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len, mt_handle_t s,
+                       bool write, bool overwrite) {
+  (void)s;
+  if (r->kind == REG_SMALL || len == 0) return 0;
+  size_t first = (addr - r->addr) / p->chunk, last = (addr + len - 1 - r->addr) / p->chunk;
+  uint64_t t0 = 0;
+  int rc = 0;
+  for (size_t i = first; i <= last && rc == 0; i++) {
+    mt_chunk_t *c = &r->chunks[i];
+    if (c->state == CH_DEVICE) {
+      p->pol_ops->touch(p->pol, &c->node);
+    } else {
+      if (t0 == 0) t0 = now_ns();
+      uintptr_t cs = r->addr + i * p->chunk;
+      bool whole = overwrite && addr <= cs && addr + len >= cs + p->chunk;
+      rc = chunk_to_device(p, c, !whole);
+    }
+    if (write && rc == 0) c->dirty = true; /* a host copy it keeps is stale now */
+  }
+  if (t0 != 0) {
+    mt_stat_add(stalls, 1);
+    mt_stat_add(stall_ns, now_ns() - t0);
+  }
+  return rc;
+}
+
+int _mt_region_resident(mt_pager_t *p, mt_region_t *r, mt_handle_t s, bool write) {
+  return _mt_range_resident(p, r, r->addr, r->size, s, write, false);
+}
+
+size_t _mt_region_bytes(const mt_pager_t *p, const mt_region_t *r) {
+  if (r->kind == REG_SMALL || r->escaped) return 0;
+  return (size_t)r->nchunks * p->chunk;
+}
+
+void _mt_region_hold(mt_pager_t *p, mt_region_t *r, uint32_t si, uint64_t seq) {
+  if (si == 0) return;
+  for (unsigned i = 0; i < r->nholds; i++) {
+    if (r->holds[i].stream == si) {
+      r->holds[i].seq = seq;
+      return;
+    }
+  }
+  if (r->nholds == MT_HOLDS) {
+    /* A fifth stream: finish the oldest hold and reuse its place. */
+    _mt_hold_done(p, &r->holds[0], true);
+    memmove(&r->holds[0], &r->holds[1], (MT_HOLDS - 1) * sizeof(mt_hold_t));
+    r->nholds--;
+  }
+  r->holds[r->nholds++] = (mt_hold_t){si, seq};
+}
+
+int _mt_region_escape(mt_pager_t *p, mt_region_t *r, mt_handle_t s) {
+  if (r->escaped || r->kind == REG_SMALL) return 0;
+  size_t bytes = (size_t)r->nchunks * p->chunk;
+  if (p->pinned + bytes > p->budget) {
+    mt_error("region of %zu bytes at %#lx has escaped (its address was copied to the device) "
+             "but pinned memory would exceed MT_MAX_VRAM=%zu; it stays pageable, and a kernel "
+             "reaching it through device memory may fault", r->size, (unsigned long)r->addr,
+             p->budget);
+    return -E2BIG;
+  }
+  r->epoch = ++p->epoch;
+  int rc = _mt_region_resident(p, r, s, true);
+  if (rc < 0) return rc;
+  r->escaped = true;
+  p->pinned += bytes;
+  mt_stat_add(escaped_regions, 1);
+  return _mt_fetch_fence(p, s);
+}
+
+mt_region_t *_mt_region_of(mt_pager_t *p, uintptr_t addr) {
+  if (!_mt_in_range(p, addr)) return NULL;
+  return _mt_rmap_find(p->rmap, addr, NULL, NULL);
+}
+
+/* ---- allocation ------------------------------------------------------------------- */
+
+static void region_destroy(mt_pager_t *p, mt_region_t *r) {
+  if (r->kind == REG_SMALL) {
+    _mt_small_free(p, r->addr, r->small_class);
+    free(r);
+    return;
+  }
+  for (uint32_t i = 0; i < r->nchunks; i++) {
+    mt_chunk_t *c = &r->chunks[i];
+    uintptr_t va = r->addr + (uintptr_t)i * p->chunk;
+    if (c->state == CH_DEVICE) {
+      p->pol_ops->remove(p->pol, &c->node);
+      p->dev->ops->unmap(p->dev, va, p->chunk);
+      p->dev->ops->phys_release(p->dev, c->dev);
+      p->used -= p->chunk;
+    } else if (c->state == CH_HOST && p->host_mapped) {
+      p->dev->ops->unmap(p->dev, va, p->chunk);
+    }
+    host_release(p, c);
+  }
+  if (r->escaped) p->pinned -= (size_t)r->nchunks * p->chunk;
+  p->committed -= (size_t)r->nchunks * p->chunk;
+  _mt_va_free(&p->va, r->addr, r->nchunks, p->chunk);
+  resident_changed(p);
+  free(r);
+}
+
+/* Destroys deferred frees whose stream work has finished (all, with wait). */
+static void reap_pending(mt_pager_t *p, bool wait) {
+  mt_region_t **pp = &p->pending;
+  while (*pp != NULL) {
+    mt_region_t *r = *pp;
+    if (!region_held(p, r, wait)) {
+      *pp = r->next_pending;
+      region_destroy(p, r);
+    } else {
+      pp = &r->next_pending;
+    }
+  }
+}
+
+static void regions_changed(int delta) {
+  if (delta > 0) {
+    uint64_t live = atomic_fetch_add_explicit(&_mt_stats.regions_live, 1, memory_order_relaxed) + 1;
+    _mt_stat_peak(&_mt_stats.regions_peak, live);
+    mt_stat_add(allocs, 1);
+  } else {
+    mt_stat_sub(regions_live, 1);
+    mt_stat_add(frees, 1);
+  }
+}
+
+static int alloc_locked(mt_pager_t *p, size_t size, uintptr_t *out) {
+  reap_pending(p, false);
+  mt_region_t *r;
+  if (size < (size_t)_mt_opt_int(MT_OPT_SMALL_REGION) && size <= p->chunk / 2) {
+    r = calloc(1, sizeof(*r));
+    if (r == NULL) return -ENOMEM;
+    int cls;
+    int rc = _mt_small_alloc(p, size, &r->addr, &cls);
+    if (rc == -ENOMEM && p->pending) {
+      reap_pending(p, true);
+      rc = _mt_small_alloc(p, size, &r->addr, &cls);
+    }
+    if (rc < 0) {
+      free(r);
+      return rc;
+    }
+    r->kind = REG_SMALL;
+    r->small_class = (uint8_t)cls;
+    r->span = _mt_small_class_size(p, cls);
+  } else {
+    size_t n = (size + p->chunk - 1) / p->chunk;
+    size_t bytes = n * p->chunk;
+    if (p->committed + bytes > p->budget + p->host_budget) {
+      if (p->pending) {
+        reap_pending(p, true);
+        return alloc_locked(p, size, out);
+      }
+      mt_error("out of memory: %zu bytes asked, %zu already allocated; MT_MAX_VRAM=%zu plus "
+               "MT_MAX_HOST=%zu is all mtalloc can hold (raise MT_MAX_HOST)", size, p->committed,
+               p->budget, p->host_budget);
+      return -ENOMEM;
+    }
+    r = calloc(1, sizeof(*r) + n * sizeof(mt_chunk_t));
+    if (r == NULL) return -ENOMEM;
+    if (_mt_va_alloc(&p->va, n, p->chunk, &r->addr) < 0) {
+      free(r);
+      mt_error("out of address space: the pager reserved %zu bytes; %zu more asked", p->va_size, size);
+      return -ENOMEM;
+    }
+    r->kind = REG_PAGED;
+    r->nchunks = (uint32_t)n;
+    r->span = bytes;
+    for (size_t i = 0; i < n; i++) {
+      r->chunks[i].region = r;
+      r->chunks[i].index = (uint32_t)i;
+    }
+    p->committed += bytes;
+  }
+  r->size = size;
+  r->id = ++p->next_region_id;
+  int rc = _mt_rmap_insert(p->rmap, r->addr, r->size, r);
+  if (rc < 0) {
+    region_destroy(p, r);
+    return rc;
+  }
+  regions_changed(+1);
+  *out = r->addr;
+  return 0;
+}
+
+int _mt_alloc(size_t size, uintptr_t *out) {
+  mt_pager_t *p = _mt_pager;
+  if (size == 0) return -EINVAL;
+  pthread_mutex_lock(&p->lock);
+  int rc = alloc_locked(p, size, out);
+  pthread_mutex_unlock(&p->lock);
+  return rc;
+}
+
+int _mt_free(uintptr_t addr, mt_handle_t s, bool async) {
+  mt_pager_t *p = _mt_pager;
+  if (p == NULL || !_mt_in_range(p, addr)) return -ENOENT;
+  pthread_mutex_lock(&p->lock);
+  uintptr_t start;
+  mt_region_t *r = _mt_rmap_find(p->rmap, addr, &start, NULL);
+  if (r == NULL || start != addr) {
+    pthread_mutex_unlock(&p->lock);
+    return -EINVAL; /* inside our range but not an allocation: the driver's answer */
+  }
+  _mt_rmap_remove(p->rmap, addr, NULL);
+  regions_changed(-1);
+  if (async) {
+    /* Stream-ordered: it is freed once the work before it on s has run. */
+    uint32_t si = _mt_stream_index(p, s);
+    if (si != 0) _mt_region_hold(p, r, si, _mt_stream_seq(p, si));
+    r->next_pending = p->pending;
+    p->pending = r;
+    reap_pending(p, false);
+  } else {
+    region_held(p, r, true); /* cuMemFree waits for work using it, as the driver does */
+    region_destroy(p, r);
+  }
+  pthread_mutex_unlock(&p->lock);
+  return 0;
+}
+
+int _mt_region_range(uintptr_t addr, uintptr_t *base, size_t *size) {
+  mt_pager_t *p = _mt_pager;
+  if (p == NULL || !_mt_in_range(p, addr)) return -ENOENT;
+  pthread_mutex_lock(&p->lock);
+  int rc = _mt_rmap_find(p->rmap, addr, base, size) ? 0 : -EINVAL;
+  pthread_mutex_unlock(&p->lock);
+  return rc;
+}
+
+void _mt_mem_info(size_t *free_bytes, size_t *total) {
+  mt_pager_t *p = _mt_pager;
+  pthread_mutex_lock(&p->lock);
+  *total = p->budget;
+  *free_bytes = p->budget > p->pinned ? p->budget - p->pinned : 0;
+  pthread_mutex_unlock(&p->lock);
+}
+
+/* ---- start ---------------------------------------------------------------------------- */
+
+static pthread_once_t pager_once = PTHREAD_ONCE_INIT;
+
+static void stats_at_exit(void) {
+  _mt_stats_print();
+}
+
+static size_t round_up(size_t v, size_t a) {
+  return (v + a - 1) / a * a;
+}
+
+static void pager_init(void) {
+  _mt_options_init();
+  mt_device_t *d = _mt_device_cuda_open();
+  if (d == NULL) {
+    mt_error("mtalloc is off: the CUDA driver could not be used (see above); calls pass through");
+    return;
+  }
+  mt_pager_t *p = calloc(1, sizeof(*p));
+  if (p == NULL) return;
+  pthread_mutex_init(&p->lock, NULL);
+  p->dev = d;
+  p->chunk = round_up((size_t)_mt_opt_int(MT_OPT_CHUNK), d->info.granularity);
+  if (p->chunk == 0) p->chunk = d->info.granularity;
+  size_t budget = (size_t)_mt_opt_int(MT_OPT_MAX_VRAM);
+  if (budget == 0) budget = d->info.free_bytes / 20 * 19; /* leave 5% for the driver and libraries */
+  if (budget > d->info.free_bytes && d->info.free_bytes > 0)
+    mt_warn("MT_MAX_VRAM=%zu is more than the device has free (%zu)", budget, d->info.free_bytes);
+  p->budget = budget / p->chunk * p->chunk;
+  if (p->budget < 2 * p->chunk) {
+    mt_error("MT_MAX_VRAM=%zu is below two %zu-byte chunks; using %zu", budget, p->chunk, 2 * p->chunk);
+    p->budget = 2 * p->chunk;
+  }
+  size_t host = (size_t)_mt_opt_int(MT_OPT_MAX_HOST);
+  if (host == 0) {
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    host = pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz / 4 * 3 : (size_t)16 << 30;
+  }
+  p->host_budget = host / p->chunk * p->chunk;
+  /* Address space: all that budgets can hold, twice over for fragmentation. */
+  p->va_size = round_up(2 * (p->budget + p->host_budget), (size_t)1 << 30);
+  const char *pol = _mt_opt_str(MT_OPT_POLICY);
+  p->pol_ops = _mt_policy_find(pol);
+  p->pol = p->pol_ops ? p->pol_ops->create() : NULL;
+  p->rmap = _mt_rmap_new();
+  p->retained.rnext = p->retained.rprev = &p->retained;
+  int rc = p->pol && p->rmap ? 0 : -ENOMEM;
+  if (rc == 0) rc = d->ops->reserve(d, p->va_size, p->chunk, &p->va_base);
+  if (rc == 0) rc = _mt_va_init(&p->va, p->va_base, p->va_size / p->chunk);
+  p->host_mapped = d->info.host_mappable && _mt_opt_int(MT_OPT_HOST_MAP) == 0;
+  if (rc == 0 && p->host_mapped) {
+    p->win_size = p->host_budget;
+    if (d->ops->reserve(d, p->win_size, p->chunk, &p->win_base) == 0) {
+      _mt_va_init(&p->win, p->win_base, p->win_size / p->chunk);
+    } else {
+      p->host_mapped = false;
+    }
+  }
+  if (rc == 0) rc = d->ops->stream_create(d, &p->h2d);
+  if (rc == 0) rc = d->ops->stream_create(d, &p->d2h);
+  if (rc == 0) rc = d->ops->event_create(d, &p->ev_fetch);
+  if (rc == 0) rc = d->ops->event_create(d, &p->ev_evict);
+  if (rc == 0) rc = _mt_small_init(p, (size_t)_mt_opt_int(MT_OPT_SMALL_REGION));
+  if (rc < 0) {
+    mt_error("mtalloc is off: could not set up the pager (%s); calls pass through", strerror(-rc));
+    return; /* what was made stays: the process goes on without us */
+  }
+  atomic_store(&_mt_stats.host_mapped, p->host_mapped);
+  mt_info("pager on %s: budget %zu bytes of %zu, host %zu, chunk %zu, host mappings %s", d->info.name,
+          p->budget, d->info.total_bytes, p->host_budget, p->chunk, p->host_mapped ? "on" : "off");
+  if (_mt_opt_int(MT_OPT_STATS)) atexit(stats_at_exit);
+  __atomic_store_n(&_mt_pager, p, __ATOMIC_RELEASE);
+}
+
+mt_pager_t *_mt_pager_start(void) {
+  pthread_once(&pager_once, pager_init);
+  return _mt_pager;
+}

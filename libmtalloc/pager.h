@@ -1,0 +1,61 @@
+/*
+ * pager.h - what the preload layer asks of the pager.
+ *
+ * Conventions: 0 on success; -errno for the pager's own failures (the hook
+ * turns them into CUresult: -ENOMEM and -E2BIG are out of memory, -EINVAL an
+ * invalid value, -ENOENT "not ours, pass it through"); a positive value is a
+ * CUresult returned by the forwarded driver call, handed back unchanged.
+ *
+ * Work the pager forwards (a launch, one piece of a copy) is forwarded
+ * through a callback while the pager holds its lock, so the chunks it made
+ * resident cannot be evicted before the work is queued.
+ */
+#ifndef MT_PAGER_H
+#define MT_PAGER_H
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device.h"
+
+/* Starts the pager on first use (needs a current CUDA context); returns
+ * non-NULL when it runs, NULL when mtalloc is off (calls pass through). */
+struct mt_pager *_mt_pager_start(void);
+/* The pager if started, else NULL; never starts it. */
+static inline struct mt_pager *_mt_pager_if_started(void) {
+  extern struct mt_pager *_mt_pager;
+  return __atomic_load_n(&_mt_pager, __ATOMIC_ACQUIRE);
+}
+
+int _mt_alloc(size_t size, uintptr_t *out);
+/* async: freed in the order of stream s (cuMemFreeAsync). */
+int _mt_free(uintptr_t addr, mt_handle_t s, bool async);
+int _mt_region_range(uintptr_t addr, uintptr_t *base, size_t *size);
+void _mt_mem_info(size_t *free_bytes, size_t *total);
+/* True when addr lies in the pager's address range. */
+bool _mt_owns(uintptr_t addr);
+
+typedef int (*mt_forward_fn)(void *ctx);
+/* A launch of f with kernelParams params or the packed extra buffer, on s. */
+int _mt_launch(CUfunction f, void **params, void **extra, mt_handle_t s, mt_forward_fn fwd, void *ctx);
+
+/* One piece of a copy or set: forward it for [dst, dst+n) (and src). */
+typedef int (*mt_piece_fn)(void *ctx, uintptr_t dst, uintptr_t src, size_t n);
+/* src_is_host: the source is (or may be) host memory: scanned for escaping
+ * pointers when small. async: holds for stream s are recorded. */
+int _mt_copy(uintptr_t dst, uintptr_t src, size_t n, mt_handle_t s, bool async, int src_is_host,
+             mt_piece_fn fwd, void *ctx);
+/* elsize: 1, 2 or 4; n is bytes. */
+int _mt_memset(uintptr_t dst, size_t n, size_t elsize, mt_handle_t s, bool async, mt_piece_fn fwd, void *ctx);
+
+/* Streams and graphs. */
+void _mt_stream_destroyed(mt_handle_t s);
+void _mt_capture_begin(mt_handle_t s);
+void _mt_capture_end(mt_handle_t s, mt_handle_t graph);
+void _mt_graph_instantiated(mt_handle_t graph, mt_handle_t exec);
+void _mt_graph_destroyed(mt_handle_t graph_or_exec);
+int _mt_graph_launch(mt_handle_t exec, mt_handle_t s, mt_forward_fn fwd, void *ctx);
+
+#endif

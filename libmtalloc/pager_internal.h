@@ -1,0 +1,208 @@
+/*
+ * pager_internal.h - the pager's data structures, shared by the files that
+ * make it up (pager.c: chunk state machine and residency; streams.c: holds;
+ * vaspace.c: addresses; smallpool.c: packed small regions; launch.c:
+ * footprints; copy.c: copies and sets; graph.c: captured footprints).
+ *
+ * One mutex, mt_pager_t.lock, guards everything here. Hooked calls take it
+ * for the whole of their work, including forwarding the call to the driver:
+ * a launch's chunks are made resident and the launch enqueued before any
+ * other thread can pick them as victims. The region map is the exception:
+ * it has its own lock-free readers, but the pager only uses it under its lock.
+ */
+#ifndef MT_PAGER_INTERNAL_H
+#define MT_PAGER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device.h"
+#include "pager.h"
+#include "internal.h"
+#include "policy.h"
+#include "stats.h"
+
+/* ---- vaspace.c ---------------------------------------------------------- */
+typedef struct mt_vaspace {
+  uintptr_t base;
+  size_t total;        /* chunks in the range */
+  size_t top;          /* chunks below top have been handed out at some point */
+  struct { size_t first, n; } *ext; /* free extents below top, sorted */
+  size_t next, cap;
+} mt_vaspace_t;
+
+int _mt_va_init(mt_vaspace_t *v, uintptr_t base, size_t chunks);
+void _mt_va_fini(mt_vaspace_t *v);
+/* n chunks; *out is their address. Returns 0 or -ENOMEM (range full). */
+int _mt_va_alloc(mt_vaspace_t *v, size_t n, size_t chunk, uintptr_t *out);
+int _mt_va_free(mt_vaspace_t *v, uintptr_t addr, size_t n, size_t chunk);
+
+/* ---- streams.c -----------------------------------------------------------
+ * A hold says "stream s will use this region until its operation number
+ * seq has completed". Operation numbers are the pager's own count of the
+ * work it forwarded on each stream; events recorded on the stream
+ * (checkpoints) tell which numbers have completed. Events are recorded only
+ * when somebody needs to know, not per launch. */
+typedef struct mt_hold {
+  uint32_t stream;     /* index into the stream table; 0 = none */
+  uint64_t seq;
+} mt_hold_t;
+
+#define MT_HOLDS 4     /* per region; a fifth stream waits for the oldest */
+
+typedef struct mt_pager mt_pager_t;
+
+/* The stream table index for an application stream handle (created on first
+ * sight), or 0 when out of memory (treated as "no hold", after a host wait). */
+uint32_t _mt_stream_index(mt_pager_t *p, mt_handle_t s);
+/* Counts one more operation forwarded on stream index si; returns its number. */
+uint64_t _mt_stream_next(mt_pager_t *p, uint32_t si);
+/* The number of the last operation forwarded on si. */
+uint64_t _mt_stream_seq(mt_pager_t *p, uint32_t si);
+/* 1 when the hold's work has completed, 0 when not (wait=false), <0 error.
+ * With wait=true, waits for it on the host. */
+int _mt_hold_done(mt_pager_t *p, const mt_hold_t *h, bool wait);
+/* Forgets a destroyed stream handle (its pending holds stay answerable). */
+void _mt_stream_retire(mt_pager_t *p, mt_handle_t s);
+void _mt_streams_fini(mt_pager_t *p);
+
+/* ---- pager.c --------------------------------------------------------------- */
+enum { CH_NONE = 0, CH_DEVICE = 1, CH_HOST = 2 };
+
+typedef struct mt_chunk {
+  mt_policy_node_t node;     /* first: the policy hands nodes back */
+  struct mt_region *region;
+  uint32_t index;            /* within the region */
+  uint8_t state;             /* CH_* */
+  bool dirty;                /* DEVICE: the device copy is newer than any host copy */
+  bool retained;             /* on the pager's retained list (DEVICE with a host copy) */
+  mt_handle_t dev;           /* DEVICE: physical device memory */
+  mt_handle_t host;          /* host copy: physical handle (host-mapped) or 0 */
+  uintptr_t host_addr;       /* host copy: address to copy to/from; 0 = none */
+  struct mt_chunk *rprev, *rnext; /* retained list */
+} mt_chunk_t;
+
+enum { REG_PAGED = 0, REG_SMALL = 1 };
+
+typedef struct mt_region {
+  uintptr_t addr;
+  size_t size;               /* bytes asked for */
+  size_t span;               /* bytes of address space (whole chunks, or the small slot) */
+  uint64_t id;
+  uint8_t kind;              /* REG_* */
+  bool escaped;              /* address was copied to the device: stays resident */
+  uint8_t nholds;
+  uint8_t small_class;       /* REG_SMALL: size class */
+  uint64_t epoch;            /* == pager epoch: part of the operation being prepared */
+  mt_hold_t holds[MT_HOLDS];
+  struct mt_region *next_pending; /* deferred-free list */
+  uint32_t nchunks;
+  mt_chunk_t chunks[];       /* REG_PAGED */
+} mt_region_t;
+
+typedef struct mt_stream_ent mt_stream_ent_t;
+
+#define MT_SMALL_CLASSES 24 /* buddy orders: 512 B << 23 = 4 GiB chunks at most */
+
+struct mt_pager {
+  pthread_mutex_t lock;
+  mt_device_t *dev;
+  const mt_policy_ops_t *pol_ops;
+  mt_policy_t *pol;
+  _mt_rmap_t *rmap;
+
+  size_t chunk;              /* bytes per chunk */
+  uintptr_t va_base;
+  size_t va_size;
+  mt_vaspace_t va;
+  uintptr_t win_base;        /* host-mapped: window where host copies are mapped */
+  size_t win_size;
+  mt_vaspace_t win;
+  bool host_mapped;
+
+  size_t budget;             /* MT_MAX_VRAM in bytes */
+  size_t used;               /* device bytes held: paged chunks + small slabs */
+  size_t pinned;             /* of used: small slabs and escaped regions */
+  size_t host_budget, host_used;
+  size_t committed;          /* bytes of address space handed to paged regions */
+
+  uint64_t next_region_id;
+  uint64_t epoch;
+  mt_handle_t h2d, d2h;      /* copy streams */
+  mt_handle_t ev_fetch, ev_evict;
+
+  mt_chunk_t retained;       /* sentinel of the retained list */
+  mt_region_t *pending;      /* deferred frees (cuMemFreeAsync) */
+
+  /* smallpool.c */
+  uintptr_t *small_free[MT_SMALL_CLASSES];
+  size_t small_nfree[MT_SMALL_CLASSES], small_cap[MT_SMALL_CLASSES];
+  int small_classes;
+  size_t small_min;
+  void *small_state;
+
+  /* streams.c */
+  mt_stream_ent_t **streams; /* index -> entry; [0] unused */
+  uint32_t nstreams, cap_streams;
+  mt_handle_t *event_pool;
+  size_t nevents, cap_events;
+
+  /* launch.c */
+  struct mt_layout **layouts;
+  size_t nlayouts, cap_layouts;
+
+  /* graph.c */
+  struct mt_graph_fp *graphs;
+};
+
+extern mt_pager_t *_mt_pager;
+
+/* Takes an event from the pool (or creates one); 0 on failure. */
+mt_handle_t _mt_event_get(mt_pager_t *p);
+void _mt_event_put(mt_pager_t *p, mt_handle_t e);
+
+/* Makes every chunk of r resident for use by an operation on app stream s
+ * (the stream waits for the fetch copies). Returns 0 or -errno. */
+int _mt_region_resident(mt_pager_t *p, mt_region_t *r, mt_handle_t s, bool write);
+/* Makes the chunks covering [addr, addr+len) of r resident; overwrite: the
+ * range will be entirely rewritten, so a chunk it covers whole need not be
+ * fetched. */
+int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len, mt_handle_t s,
+                       bool write, bool overwrite);
+/* Waits until the fetches issued since the last call are ordered before
+ * work on stream s (cuStreamWaitEvent); 0 or -errno. */
+int _mt_fetch_fence(mt_pager_t *p, mt_handle_t s);
+/* Records that r is used by the operation just forwarded on stream index si
+ * with number seq. */
+void _mt_region_hold(mt_pager_t *p, mt_region_t *r, uint32_t si, uint64_t seq);
+/* The region containing addr, under the lock; NULL when none. */
+mt_region_t *_mt_region_of(mt_pager_t *p, uintptr_t addr);
+/* Bytes a footprint needs resident beyond what is pinned anyway. */
+size_t _mt_region_bytes(const mt_pager_t *p, const mt_region_t *r);
+/* Takes bytes of the budget for memory that never leaves the device (small
+ * slabs), evicting to make room. 0 or -ENOMEM. */
+int _mt_pager_reserve_pinned(mt_pager_t *p, size_t bytes);
+/* Marks r escaped: made resident now, never evicted. */
+int _mt_region_escape(mt_pager_t *p, mt_region_t *r, mt_handle_t s);
+
+static inline bool _mt_in_range(const mt_pager_t *p, uintptr_t a) {
+  return a - p->va_base < p->va_size;
+}
+
+/* ---- smallpool.c ------------------------------------------------------------ */
+int _mt_small_alloc(mt_pager_t *p, size_t size, uintptr_t *addr, int *cls);
+void _mt_small_free(mt_pager_t *p, uintptr_t addr, int cls);
+size_t _mt_small_class_size(const mt_pager_t *p, int cls);
+int _mt_small_init(mt_pager_t *p, size_t small_limit);
+
+/* ---- graph.c -------------------------------------------------------------------
+ * Footprints of work captured into CUDA graphs: kept by region address and
+ * looked up again at cuGraphLaunch, when the regions must be resident. */
+bool _mt_capturing(mt_pager_t *p, mt_handle_t s);
+void _mt_capture_add(mt_pager_t *p, mt_handle_t s, uintptr_t region_addr);
+/* launch.c: makes the regions at addrs resident, forwards, holds them. */
+int _mt_launch_regions(mt_pager_t *p, uintptr_t *addrs, size_t n, mt_handle_t s, mt_forward_fn fwd, void *ctx);
+
+#endif

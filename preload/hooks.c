@@ -1,0 +1,199 @@
+/*
+ * hooks.c - the hook tables and the three ways in.
+ *
+ * A program reaches a driver function one of three ways, and we must be in
+ * each:
+ *   direct    it links libcuda: our exported symbol of the same name wins
+ *             because we are preloaded;
+ *   dlsym     it dlopens libcuda.so.1 and asks dlsym (cudart's first step,
+ *             Triton, ctypes): our dlsym hands back our function;
+ *   procaddr  it asks cuGetProcAddress(_v2) by base name and version (cudart,
+ *             cuBLAS, PyTorch's driver lookups): we ask the driver, and if
+ *             the function it resolved is one we hook, hand back ours. Going
+ *             through the driver keeps its version and flag rules (_v2,
+ *             _ptsz) exactly right without copying them.
+ * Each way gets its own trampoline per hook so that the stats can say which
+ * route a program used; all three call the same implementation.
+ *
+ * dlsym itself is exported at both glibc symbol versions (GLIBC_2.2.5 for
+ * old binaries, GLIBC_2.34 for new) and forwards to glibc's via dlvsym.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.h"
+#include "hooks.h"
+#include "internal.h"
+#include "stats.h"
+
+void *_mt_hook_real[MT_HOOK__COUNT];
+static _Atomic uint64_t hook_calls[MT_HOOK__COUNT][MT_ROUTE__COUNT];
+
+static const char *const hook_names[MT_HOOK__COUNT] = {
+#define MT_HOOK_NAME(name, impl, pt, params, args) #name,
+  MT_DRIVER_HOOKS(MT_HOOK_NAME)
+#undef MT_HOOK_NAME
+};
+
+#define COUNT(h, route) atomic_fetch_add_explicit(&hook_calls[h][route], 1, memory_order_relaxed)
+
+/* direct: the exported symbol */
+#define MT_HOOK_DIRECT(name, impl, pt, params, args)    \
+  MT_API CUresult name params {                         \
+    COUNT(MT_HOOK_##name, MT_ROUTE_DIRECT);             \
+    return impl_##impl(MT_HOOK_##name, pt, MT_UNPAREN args); \
+  }
+MT_DRIVER_HOOKS(MT_HOOK_DIRECT)
+#undef MT_HOOK_DIRECT
+
+#define MT_HOOK_VIA(name, impl, pt, params, args)       \
+  static CUresult dl_##name params {                    \
+    COUNT(MT_HOOK_##name, MT_ROUTE_DLSYM);              \
+    return impl_##impl(MT_HOOK_##name, pt, MT_UNPAREN args); \
+  }                                                     \
+  static CUresult pa_##name params {                    \
+    COUNT(MT_HOOK_##name, MT_ROUTE_PROCADDR);           \
+    return impl_##impl(MT_HOOK_##name, pt, MT_UNPAREN args); \
+  }
+MT_DRIVER_HOOKS(MT_HOOK_VIA)
+#undef MT_HOOK_VIA
+
+static void *const hook_self[MT_HOOK__COUNT] = {
+#define MT_HOOK_SELF(name, impl, pt, params, args) (void *)name,
+  MT_DRIVER_HOOKS(MT_HOOK_SELF)
+#undef MT_HOOK_SELF
+};
+static void *const hook_dl[MT_HOOK__COUNT] = {
+#define MT_HOOK_DL(name, impl, pt, params, args) (void *)dl_##name,
+  MT_DRIVER_HOOKS(MT_HOOK_DL)
+#undef MT_HOOK_DL
+};
+static void *const hook_pa[MT_HOOK__COUNT] = {
+#define MT_HOOK_PA(name, impl, pt, params, args) (void *)pa_##name,
+  MT_DRIVER_HOOKS(MT_HOOK_PA)
+#undef MT_HOOK_PA
+};
+
+_Static_assert(sizeof(hook_names) / sizeof(hook_names[0]) == MT_HOOK__COUNT, "one name per hook");
+
+void *_mt_hook_procaddr(int h) { return hook_pa[h]; }
+void *_mt_hook_dlsym(int h) { return hook_dl[h]; }
+void *_mt_hook_self(int h) { return hook_self[h]; }
+
+/* real function -> hook, sorted by address for binary search */
+static struct { void *fn; int h; } by_real[MT_HOOK__COUNT];
+static int nby_real;
+static bool hooks_ok;
+static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
+
+static int cmp_real(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t)((const __typeof__(by_real[0]) *)a)->fn;
+  uintptr_t y = (uintptr_t)((const __typeof__(by_real[0]) *)b)->fn;
+  return (x > y) - (x < y);
+}
+
+static void hooks_resolve(void) {
+  if (_mt_driver() == NULL) return;
+  for (int h = 0; h < MT_HOOK__COUNT; h++) {
+    void *fn = _mt_driver_sym(hook_names[h]);
+    _mt_hook_real[h] = fn;
+    if (fn == NULL) continue;
+    /* Two names may share one function (a driver without a separate
+     * per-thread variant): keep the first, the plain one. */
+    bool dup = false;
+    for (int i = 0; i < nby_real; i++) dup |= by_real[i].fn == fn;
+    if (!dup) by_real[nby_real++] = (__typeof__(by_real[0])){fn, h};
+  }
+  qsort(by_real, (size_t)nby_real, sizeof(by_real[0]), cmp_real);
+  _mt_stats_set_hooks(hook_names, hook_calls, MT_HOOK__COUNT);
+  hooks_ok = true;
+}
+
+bool _mt_hooks_init(void) {
+  pthread_once(&hooks_once, hooks_resolve);
+  return hooks_ok;
+}
+
+int _mt_hook_of_real(void *fn) {
+  /* A driver whose lookups resolve through the global scope hands back our
+   * exported symbols: those are ours already. */
+  for (int h = 0; h < MT_HOOK__COUNT; h++)
+    if (hook_self[h] == fn) return h;
+  int lo = 0, hi = nby_real - 1;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    if (by_real[mid].fn == fn) return by_real[mid].h;
+    if ((uintptr_t)by_real[mid].fn < (uintptr_t)fn) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return -1;
+}
+
+int _mt_hook_by_name(const char *name) {
+  if (name == NULL || name[0] != 'c' || name[1] != 'u') return -1;
+  for (int h = 0; h < MT_HOOK__COUNT; h++)
+    if (strcmp(hook_names[h], name) == 0) return h;
+  return -1;
+}
+
+CUresult _mt_cu_result(int rc) {
+  if (rc > 0) return (CUresult)rc;
+  switch (rc) {
+    case 0: return CUDA_SUCCESS;
+    case -ENOMEM:
+    case -E2BIG: return CUDA_ERROR_OUT_OF_MEMORY;
+    case -EINVAL:
+    case -ENOENT: return CUDA_ERROR_INVALID_VALUE;
+    case -EBUSY: return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    default: return CUDA_ERROR_UNKNOWN;
+  }
+}
+
+/* ---- the entry points ---------------------------------------------------------- */
+
+CUresult impl_gpa2(int h, int pt, const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                   CUdriverProcAddressQueryResult *symbolStatus) {
+  (void)pt;
+  if (!_mt_hooks_init() || _mt_hook_real[h] == NULL) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = REAL(h, cuGetProcAddress_v2)(symbol, pfn, cudaVersion, flags, symbolStatus);
+  if (rc == CUDA_SUCCESS && pfn != NULL && *pfn != NULL) {
+    int k = _mt_hook_of_real(*pfn);
+    if (k >= 0) *pfn = hook_pa[k];
+  }
+  return rc;
+}
+
+typedef CUresult (*gpa1_fn)(const char *, void **, int, cuuint64_t);
+
+CUresult impl_gpa1(int h, int pt, const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
+  (void)pt;
+  if (!_mt_hooks_init() || _mt_hook_real[h] == NULL) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = ((gpa1_fn)_mt_hook_real[h])(symbol, pfn, cudaVersion, flags);
+  if (rc == CUDA_SUCCESS && pfn != NULL && *pfn != NULL) {
+    int k = _mt_hook_of_real(*pfn);
+    if (k >= 0) *pfn = hook_pa[k];
+  }
+  return rc;
+}
+
+/* dlsym, both glibc versions. RTLD_NEXT is resolved relative to this
+ * library, the best we can do without the caller's identity; it differs
+ * from the caller's view only for a caller preloaded before us. */
+static void *mt_dlsym(void *handle, const char *name) {
+  void *r = _mt_real_dlsym(handle, name);
+  if (r == NULL || name == NULL || name[0] != 'c' || name[1] != 'u') return r;
+  int h = _mt_hook_by_name(name);
+  if (h < 0 || !_mt_hooks_init()) return r;
+  if (r == _mt_hook_real[h] || r == hook_self[h]) return hook_dl[h];
+  return r;
+}
+
+MT_API void *mt_dlsym_234(void *handle, const char *name) __asm__("mt_dlsym_234");
+MT_API void *mt_dlsym_225(void *handle, const char *name) __asm__("mt_dlsym_225");
+MT_API void *mt_dlsym_234(void *handle, const char *name) { return mt_dlsym(handle, name); }
+MT_API void *mt_dlsym_225(void *handle, const char *name) { return mt_dlsym(handle, name); }
+__asm__(".symver mt_dlsym_234, dlsym@@GLIBC_2.34");
+__asm__(".symver mt_dlsym_225, dlsym@GLIBC_2.2.5");
