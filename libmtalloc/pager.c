@@ -181,7 +181,15 @@ static int make_room(mt_pager_t *p, size_t need) {
     for (int i = 0; i < n && rc == 0; i++) {
       mt_chunk_t *c = batch[i];
       if (!c->dirty && c->host_addr != 0) continue;
-      if ((rc = host_get(p, c)) < 0) break;
+      if ((rc = host_get(p, c)) < 0) {
+        if (rc != -ENOMEM || i == 0) break;
+        /* Host memory for part of the batch only: evict those, return the
+         * rest to the policy, go round again. */
+        for (int k = i; k < n; k++) p->pol_ops->insert(p->pol, &batch[k]->node);
+        n = i;
+        rc = 0;
+        break;
+      }
       uintptr_t va = c->region->addr + (uintptr_t)c->index * p->chunk;
       if ((rc = p->dev->ops->copy(p->dev, c->host_addr, va, p->chunk, p->d2h)) < 0) break;
       copied = true;
@@ -445,14 +453,17 @@ static int alloc_locked(mt_pager_t *p, size_t size, uintptr_t *out) {
   } else {
     size_t n = (size + p->chunk - 1) / p->chunk;
     size_t bytes = n * p->chunk;
-    if (p->committed + bytes > p->budget + p->host_budget) {
+    /* One chunk of the total is kept free: bringing a chunk back while the
+     * host is full needs a place for the victim before the fetched chunk's
+     * host copy can be given up. */
+    if (p->committed + bytes + p->chunk > p->budget + p->host_budget) {
       if (p->pending) {
         reap_pending(p, true);
         return alloc_locked(p, size, out);
       }
       mt_error("out of memory: %zu bytes asked, %zu already allocated; MT_MAX_VRAM=%zu plus "
-               "MT_MAX_HOST=%zu is all mtalloc can hold (raise MT_MAX_HOST)", size, p->committed,
-               p->budget, p->host_budget);
+               "MT_MAX_HOST=%zu, less one %zu-byte chunk kept for swapping, is all mtalloc can "
+               "hold (raise MT_MAX_HOST)", size, p->committed, p->budget, p->host_budget, p->chunk);
       return -ENOMEM;
     }
     r = calloc(1, sizeof(*r) + n * sizeof(mt_chunk_t));

@@ -1,0 +1,282 @@
+/*
+ * Description: the interposer's contract, case by case, on the fake driver
+ * under LD_PRELOAD=libmtalloc.so:
+ *   routes    calls made by direct linking, dlsym and cuGetProcAddress(_v2)
+ *             (plain and per-thread-stream flag) are all seen, by route
+ *   toobig    a launch whose footprint exceeds MT_MAX_VRAM fails with
+ *             CUDA_ERROR_OUT_OF_MEMORY (the wrapper checks the message)
+ *   hostfull  allocation beyond MT_MAX_VRAM + MT_MAX_HOST (less a swap chunk) fails with
+ *             CUDA_ERROR_OUT_OF_MEMORY and every byte already stored is intact
+ *   graph     launches captured into a CUDA graph are made resident before
+ *             each cuGraphLaunch, at 8x oversubscription
+ *   queries   cuMemGetInfo reports the budget; cuMemAllocPitch,
+ *             cuMemGetAddressRange and cuPointerGetAttribute answer for regions
+ * Usage: pager_test CASE. Exit 0 pass, 1 fail, 77 skip (not preloaded).
+ */
+#include <cudaTypedefs.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fakecuda.h"
+
+#define MiB ((size_t)1 << 20)
+
+static const char *(*stats_json)(void);
+
+static void die(const char *what, CUresult r, int line) {
+  const char *name = "?";
+  cuGetErrorName(r, &name);
+  fprintf(stderr, "pager_test:%d: %s failed: %s\n", line, what, name);
+  exit(1);
+}
+#define CK(call)                                  \
+  do {                                            \
+    CUresult r_ = (call);                         \
+    if (r_ != CUDA_SUCCESS) die(#call, r_, __LINE__); \
+  } while (0)
+#define EXPECT(cond, ...)                                          \
+  do {                                                             \
+    if (!(cond)) {                                                 \
+      fprintf(stderr, "pager_test:%d: ", __LINE__);                \
+      fprintf(stderr, __VA_ARGS__);                                \
+      fputc('\n', stderr);                                         \
+      exit(1);                                                     \
+    }                                                              \
+  } while (0)
+
+/* The count of route in "calls":{"sym":{"direct":n,...}} of the stats. */
+static long calls(const char *sym, const char *route) {
+  const char *j = stats_json();
+  char key[96];
+  snprintf(key, sizeof(key), "\"%s\":{", sym);
+  const char *at = strstr(j, key);
+  if (at == NULL) return 0;
+  snprintf(key, sizeof(key), "\"%s\":", route);
+  const char *r = strstr(at, key);
+  return r ? strtol(r + strlen(key), NULL, 10) : -1;
+}
+
+static long stat_of(const char *name) {
+  char key[64];
+  snprintf(key, sizeof(key), "\"%s\":", name);
+  const char *at = strstr(stats_json(), key);
+  return at ? strtol(at + strlen(key), NULL, 10) : -1;
+}
+
+/* kernels */
+static void k_add(void **p, const fakecuda_launch_t *l) { /* x[i] += a */
+  (void)l;
+  uint32_t *x = *(uint32_t **)p[0];
+  uint32_t a = *(uint32_t *)p[1];
+  size_t n = *(size_t *)p[2];
+  for (size_t i = 0; i < n; i++) x[i] += a;
+}
+static void k_sum3(void **p, const fakecuda_launch_t *l) { /* touches three buffers */
+  (void)l;
+  uint8_t *a = *(uint8_t **)p[0], *b = *(uint8_t **)p[1], *c = *(uint8_t **)p[2];
+  a[0] = (uint8_t)(b[0] + c[0]);
+}
+
+static CUfunction f_add, f_sum3;
+
+static void setup(void) {
+  stats_json = (const char *(*)(void))dlsym(RTLD_DEFAULT, "mt_stats_json");
+  if (stats_json == NULL) {
+    printf("pager_test: not running under libmtalloc.so; skipping\n");
+    exit(77);
+  }
+  CK(cuInit(0));
+  CUdevice d;
+  CUcontext c;
+  CK(cuDeviceGet(&d, 0));
+  CK(cuDevicePrimaryCtxRetain(&c, d));
+  CK(cuCtxSetCurrent(c));
+  size_t add_params[] = {8, 4, 8}, sum_params[] = {8, 8, 8};
+  f_add = fakecuda_register_kernel("add_u32", k_add, 3, add_params);
+  f_sum3 = fakecuda_register_kernel("sum3", k_sum3, 3, sum_params);
+}
+
+static CUresult add(CUdeviceptr x, uint32_t a, size_t n, CUstream s) {
+  void *args[] = {&x, &a, &n};
+  return cuLaunchKernel(f_add, 1, 1, 1, 1, 1, 1, 0, s, args, NULL);
+}
+
+static int case_routes(void) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW);
+  EXPECT(h != NULL, "dlopen libcuda.so.1: %s", dlerror());
+  PFN_cuMemAlloc_v3020 dl_alloc = (PFN_cuMemAlloc_v3020)dlsym(h, "cuMemAlloc_v2");
+  PFN_cuLaunchKernel_v4000 dl_launch = (PFN_cuLaunchKernel_v4000)dlsym(h, "cuLaunchKernel");
+  PFN_cuGetProcAddress_v12000 gpa = (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2");
+  EXPECT(dl_alloc && dl_launch && gpa, "dlsym of driver symbols failed");
+  PFN_cuMemAlloc_v3020 pa_alloc;
+  PFN_cuLaunchKernel_v4000 pa_launch, pa_launch_pt;
+  CUdriverProcAddressQueryResult st;
+  CK(gpa("cuMemAlloc", (void **)&pa_alloc, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
+  CK(gpa("cuLaunchKernel", (void **)&pa_launch, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
+  CK(gpa("cuLaunchKernel", (void **)&pa_launch_pt, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
+  CUdeviceptr a, b, c;
+  CK(cuMemAlloc(&a, 4 * MiB));
+  CK(dl_alloc(&b, 4 * MiB));
+  CK(pa_alloc(&c, 4 * MiB));
+  size_t n = MiB;
+  uint32_t one = 1;
+  void *args_a[] = {&a, &one, &n}, *args_b[] = {&b, &one, &n}, *args_c[] = {&c, &one, &n};
+  CK(cuMemsetD32(a, 0, n));
+  CK(cuMemsetD32(b, 0, n));
+  CK(cuMemsetD32(c, 0, n));
+  CK(cuLaunchKernel(f_add, 1, 1, 1, 1, 1, 1, 0, NULL, args_a, NULL));
+  CK(dl_launch(f_add, 1, 1, 1, 1, 1, 1, 0, NULL, args_b, NULL));
+  CK(pa_launch(f_add, 1, 1, 1, 1, 1, 1, 0, NULL, args_c, NULL));
+  CK(pa_launch_pt(f_add, 1, 1, 1, 1, 1, 1, 0, NULL, args_c, NULL));
+  CK(cuCtxSynchronize());
+  uint32_t v[3];
+  CK(cuMemcpyDtoH(&v[0], a + 4 * (n - 1), 4));
+  CK(cuMemcpyDtoH(&v[1], b + 4 * (n - 1), 4));
+  CK(cuMemcpyDtoH(&v[2], c + 4 * (n - 1), 4));
+  EXPECT(v[0] == 1 && v[1] == 1 && v[2] == 2, "kernel results %u %u %u, want 1 1 2", v[0], v[1], v[2]);
+  EXPECT(calls("cuMemAlloc_v2", "direct") == 1, "direct cuMemAlloc_v2: %ld", calls("cuMemAlloc_v2", "direct"));
+  EXPECT(calls("cuMemAlloc_v2", "dlsym") == 1, "dlsym cuMemAlloc_v2: %ld", calls("cuMemAlloc_v2", "dlsym"));
+  EXPECT(calls("cuMemAlloc_v2", "procaddr") == 1, "procaddr cuMemAlloc_v2");
+  EXPECT(calls("cuLaunchKernel", "direct") == 1, "direct cuLaunchKernel: %ld", calls("cuLaunchKernel", "direct"));
+  EXPECT(calls("cuLaunchKernel", "dlsym") == 1, "dlsym cuLaunchKernel");
+  EXPECT(calls("cuLaunchKernel", "procaddr") == 1, "procaddr cuLaunchKernel");
+  long ptsz = calls("cuLaunchKernel_ptsz", "procaddr");
+  /* The fake has no separate per-thread variant of everything; when it does,
+   * the per-thread lookup must land on the _ptsz hook. */
+  EXPECT(ptsz == 1 || calls("cuLaunchKernel", "procaddr") + ptsz == 2, "per-thread lookup not seen");
+  EXPECT(stat_of("launches") == 4, "launches %ld, want 4", stat_of("launches"));
+  EXPECT(calls("cuGetProcAddress_v2", "dlsym") == 3, "cuGetProcAddress_v2 via dlsym: %ld calls, want 3",
+         calls("cuGetProcAddress_v2", "dlsym"));
+  printf("pager_test routes: ok (direct, dlsym, procaddr each seen once for alloc and launch)\n");
+  return 0;
+}
+
+static int case_toobig(void) {
+  /* run with MT_MAX_VRAM=8M: three 4 MiB buffers cannot be resident at once */
+  CUdeviceptr a, b, c;
+  CK(cuMemAlloc(&a, 4 * MiB));
+  CK(cuMemAlloc(&b, 4 * MiB));
+  CK(cuMemAlloc(&c, 4 * MiB));
+  void *args[] = {&a, &b, &c};
+  CUresult r = cuLaunchKernel(f_sum3, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL);
+  EXPECT(r == CUDA_ERROR_OUT_OF_MEMORY, "launch over budget returned %d, want OUT_OF_MEMORY", (int)r);
+  /* Two of them fit: the pager must still work after refusing. */
+  void *args2[] = {&a, &b, &b};
+  CK(cuLaunchKernel(f_sum3, 1, 1, 1, 1, 1, 1, 0, NULL, args2, NULL));
+  CK(cuCtxSynchronize());
+  printf("pager_test toobig: ok\n");
+  return 0;
+}
+
+static int case_hostfull(void) {
+  /* run with MT_MAX_VRAM=4M MT_MAX_HOST=8M: 12 MiB can be held in all */
+  CUdeviceptr buf[16];
+  int n = 0;
+  CUresult r = CUDA_SUCCESS;
+  uint32_t *host = malloc(2 * MiB);
+  for (; n < 16; n++) {
+    r = cuMemAlloc(&buf[n], 2 * MiB);
+    if (r != CUDA_SUCCESS) break;
+    for (size_t i = 0; i < 2 * MiB / 4; i++) host[i] = (uint32_t)(n * 7919 + i);
+    CK(cuMemcpyHtoD(buf[n], host, 2 * MiB));
+  }
+  EXPECT(r == CUDA_ERROR_OUT_OF_MEMORY, "allocation past the budgets returned %d", (int)r);
+  EXPECT(n == 5, "held %d buffers of 2 MiB, want 5 (4 MiB device + 8 MiB host - one swap chunk)", n);
+  for (int k = n - 1; k >= 0; k--) {
+    CK(cuMemcpyDtoH(host, buf[k], 2 * MiB));
+    for (size_t i = 0; i < 2 * MiB / 4; i++)
+      EXPECT(host[i] == (uint32_t)(k * 7919 + i), "buffer %d word %zu lost after the refusal", k, i);
+  }
+  /* Freeing one makes room again. */
+  CK(cuMemFree(buf[0]));
+  CK(cuMemAlloc(&buf[0], 2 * MiB));
+  free(host);
+  printf("pager_test hostfull: ok (%d buffers held, all intact)\n", n);
+  return 0;
+}
+
+static int case_graph(void) {
+  /* run with MT_MAX_VRAM=8M: 8 buffers of 8 MiB, 8x the budget */
+  enum { NB = 8 };
+  CUdeviceptr b[NB];
+  size_t n = 2 * MiB; /* u32 words: 8 MiB */
+  for (int i = 0; i < NB; i++) {
+    CK(cuMemAlloc(&b[i], n * 4));
+    CK(cuMemsetD32(b[i], (unsigned)i, n));
+  }
+  CUstream s;
+  CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CK(add(b[0], 1, n, s));
+  CK(add(b[0], 2, n, s));
+  CUgraph g;
+  CUgraphExec ge;
+  CK(cuStreamEndCapture(s, &g));
+  CK(cuGraphInstantiateWithFlags(&ge, g, 0));
+  for (int it = 0; it < 4; it++) {
+    for (int i = 1; i < NB; i++) CK(add(b[i], 1, n, s)); /* pushes b[0] out */
+    CK(cuGraphLaunch(ge, s));
+  }
+  CK(cuStreamSynchronize(s));
+  uint32_t *h = malloc(n * 4);
+  CK(cuMemcpyDtoH(h, b[0], n * 4));
+  for (size_t i = 0; i < n; i++) EXPECT(h[i] == 12, "b[0][%zu] = %u after 4 graph launches, want 12", i, h[i]);
+  CK(cuMemcpyDtoH(h, b[3], n * 4));
+  for (size_t i = 0; i < n; i++) EXPECT(h[i] == 7, "b[3][%zu] = %u, want 7", i, h[i]);
+  EXPECT(stat_of("evictions_dirty") > 0, "no evictions: the test did not oversubscribe");
+  CK(cuGraphExecDestroy(ge));
+  CK(cuGraphDestroy(g));
+  CK(cuStreamDestroy(s));
+  free(h);
+  printf("pager_test graph: ok\n");
+  return 0;
+}
+
+static int case_queries(void) {
+  /* run with MT_MAX_VRAM=64M */
+  size_t fr = 0, tot = 0;
+  CK(cuMemGetInfo(&fr, &tot));
+  EXPECT(tot == 64 * MiB, "cuMemGetInfo total %zu, want the budget %zu", tot, 64 * MiB);
+  EXPECT(fr <= tot, "free %zu > total %zu", fr, tot);
+  CUdeviceptr p, base;
+  size_t pitch, size;
+  CK(cuMemAllocPitch(&p, &pitch, 1000, 300, 4));
+  EXPECT(pitch >= 1000 && pitch % 512 == 0, "pitch %zu", pitch);
+  CK(cuMemGetAddressRange(&base, &size, p + 1234));
+  EXPECT(base == p && size == pitch * 300, "range %#llx+%zu, want %#llx+%zu", (unsigned long long)base, size,
+         (unsigned long long)p, pitch * 300);
+  unsigned type = 0;
+  CK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p + 5));
+  EXPECT(type == CU_MEMORYTYPE_DEVICE, "memory type %u", type);
+  CUdeviceptr start = 0;
+  CK(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, p + 5));
+  EXPECT(start == p, "range start");
+  CUdeviceptr small;
+  CK(cuMemAlloc(&small, 100));
+  CK(cuMemGetAddressRange(&base, &size, small + 99));
+  EXPECT(base == small && size == 100, "small range %zu", size);
+  EXPECT(cuMemFree(p + 8) == CUDA_ERROR_INVALID_VALUE, "freeing an inner address must fail");
+  CK(cuMemFree(p));
+  EXPECT(cuMemFree(p) == CUDA_ERROR_INVALID_VALUE, "double free must fail");
+  CK(cuMemFree(small));
+  printf("pager_test queries: ok\n");
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: pager_test routes|toobig|hostfull|graph|queries\n");
+    return 2;
+  }
+  setup();
+  if (strcmp(argv[1], "routes") == 0) return case_routes();
+  if (strcmp(argv[1], "toobig") == 0) return case_toobig();
+  if (strcmp(argv[1], "hostfull") == 0) return case_hostfull();
+  if (strcmp(argv[1], "graph") == 0) return case_graph();
+  if (strcmp(argv[1], "queries") == 0) return case_queries();
+  fprintf(stderr, "pager_test: unknown case %s\n", argv[1]);
+  return 2;
+}

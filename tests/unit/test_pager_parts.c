@@ -1,0 +1,63 @@
+/* Description: the pager's pure parts: the LRU policy's order and veto, and
+ * the address-space allocator's first fit, merging and exhaustion, against
+ * hand-computed expectations. */
+#include <criterion/criterion.h>
+#include <errno.h>
+
+#include "pager_internal.h"
+#include "policy.h"
+
+static bool odd_only(mt_policy_node_t *n, void *arg) {
+  mt_policy_node_t *base = arg;
+  return (n - base) % 2 == 1;
+}
+
+Test(lru, order_touch_and_veto) {
+  const mt_policy_ops_t *ops = _mt_policy_find("lru");
+  cr_assert_not_null(ops);
+  cr_assert_null(_mt_policy_find("nope"));
+  mt_policy_t *p = ops->create();
+  mt_policy_node_t n[5] = {0};
+  cr_assert_null(ops->victim(p, NULL, NULL));
+  for (int i = 0; i < 5; i++) ops->insert(p, &n[i]);
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[0], "least recently inserted first");
+  ops->touch(p, &n[0]);
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[1]);
+  cr_assert_eq(ops->victim(p, odd_only, n), &n[1]);
+  ops->touch(p, &n[1]);
+  cr_assert_eq(ops->victim(p, odd_only, n), &n[3], "vetoed nodes are skipped");
+  ops->remove(p, &n[2]);
+  ops->remove(p, &n[2]); /* twice is harmless */
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[3]);
+  ops->touch(p, &n[2]); /* not resident: no effect */
+  ops->remove(p, &n[3]);
+  ops->remove(p, &n[4]);
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[0]);
+  ops->destroy(p);
+}
+
+Test(vaspace, first_fit_merge_and_exhaustion) {
+  mt_vaspace_t v;
+  const size_t C = 1 << 21;
+  uintptr_t base = (uintptr_t)1 << 40, a, b, c, d;
+  cr_assert_eq(_mt_va_init(&v, base, 10), 0);
+  cr_assert_eq(_mt_va_alloc(&v, 3, C, &a), 0);
+  cr_assert_eq(a, base);
+  cr_assert_eq(_mt_va_alloc(&v, 2, C, &b), 0);
+  cr_assert_eq(b, base + 3 * C);
+  cr_assert_eq(_mt_va_alloc(&v, 4, C, &c), 0);
+  cr_assert_eq(c, base + 5 * C);
+  cr_assert_eq(_mt_va_alloc(&v, 2, C, &d), -ENOMEM, "only one chunk left");
+  cr_assert_eq(_mt_va_free(&v, a, 3, C), 0);
+  cr_assert_eq(_mt_va_alloc(&v, 2, C, &d), 0);
+  cr_assert_eq(d, base, "first fit reuses the freed extent");
+  cr_assert_eq(_mt_va_free(&v, d, 2, C), 0);
+  cr_assert_eq(_mt_va_free(&v, b, 2, C), 0); /* merges with [0,3) into [0,5) */
+  cr_assert_eq(_mt_va_alloc(&v, 5, C, &d), 0);
+  cr_assert_eq(d, base);
+  cr_assert_eq(_mt_va_free(&v, c, 4, C), 0); /* back to the tail */
+  cr_assert_eq(_mt_va_free(&v, d, 5, C), 0);
+  cr_assert_eq(_mt_va_alloc(&v, 10, C, &d), 0, "everything merged back");
+  cr_assert_eq(d, base);
+  _mt_va_fini(&v);
+}
