@@ -15,7 +15,7 @@
 
 typedef void *(*dlsym_fn)(void *, const char *);
 
-static dlsym_fn real_dlsym_fn(void) {
+MT_NO_SANITIZE static dlsym_fn real_dlsym_fn(void) {
   static _Atomic(dlsym_fn) fn;
   dlsym_fn f = fn;
   if (f == NULL) {
@@ -26,7 +26,7 @@ static dlsym_fn real_dlsym_fn(void) {
   return f;
 }
 
-void *_mt_real_dlsym(void *handle, const char *name) {
+MT_NO_SANITIZE void *_mt_real_dlsym(void *handle, const char *name) {
   dlsym_fn f = real_dlsym_fn();
   return f ? f(handle, name) : NULL;
 }

@@ -33,6 +33,14 @@ void _mt_assert_fail(const char *expr, const char *file, int line);
 #endif
 #define MT_CHECK_INVARIANTS (MT_DEBUG >= 3)
 
+/* Code that can run before a sanitizer runtime is initialised (dlsym is
+ * called by the sanitizer's own start-up) must not be instrumented. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 8 || defined(__clang__)
+#define MT_NO_SANITIZE __attribute__((no_sanitize("address", "undefined", "thread")))
+#else
+#define MT_NO_SANITIZE
+#endif
+
 #define mt_likely(x) __builtin_expect(!!(x), 1)
 #define mt_unlikely(x) __builtin_expect(!!(x), 0)
 

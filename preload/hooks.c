@@ -132,7 +132,7 @@ int _mt_hook_of_real(void *fn) {
   return -1;
 }
 
-int _mt_hook_by_name(const char *name) {
+MT_NO_SANITIZE int _mt_hook_by_name(const char *name) {
   if (name == NULL || name[0] != 'c' || name[1] != 'u') return -1;
   for (int h = 0; h < MT_HOOK__COUNT; h++)
     if (strcmp(hook_names[h], name) == 0) return h;
@@ -182,7 +182,7 @@ CUresult impl_gpa1(int h, int pt, const char *symbol, void **pfn, int cudaVersio
 /* dlsym, both glibc versions. RTLD_NEXT is resolved relative to this
  * library, the best we can do without the caller's identity; it differs
  * from the caller's view only for a caller preloaded before us. */
-static void *mt_dlsym(void *handle, const char *name) {
+MT_NO_SANITIZE static void *mt_dlsym(void *handle, const char *name) {
   void *r = _mt_real_dlsym(handle, name);
   if (r == NULL || name == NULL || name[0] != 'c' || name[1] != 'u') return r;
   int h = _mt_hook_by_name(name);
@@ -193,7 +193,7 @@ static void *mt_dlsym(void *handle, const char *name) {
 
 MT_API void *mt_dlsym_234(void *handle, const char *name) __asm__("mt_dlsym_234");
 MT_API void *mt_dlsym_225(void *handle, const char *name) __asm__("mt_dlsym_225");
-MT_API void *mt_dlsym_234(void *handle, const char *name) { return mt_dlsym(handle, name); }
-MT_API void *mt_dlsym_225(void *handle, const char *name) { return mt_dlsym(handle, name); }
+MT_NO_SANITIZE MT_API void *mt_dlsym_234(void *handle, const char *name) { return mt_dlsym(handle, name); }
+MT_NO_SANITIZE MT_API void *mt_dlsym_225(void *handle, const char *name) { return mt_dlsym(handle, name); }
 __asm__(".symver mt_dlsym_234, dlsym@@GLIBC_2.34");
 __asm__(".symver mt_dlsym_225, dlsym@GLIBC_2.2.5");
