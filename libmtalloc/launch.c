@@ -173,6 +173,7 @@ static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle
     return -E2BIG;
   }
   for (size_t i = 0; i < fp->n; i++) {
+    if (_mt_region_hot(p, fp->r[i], true)) continue;
     int rc = _mt_region_resident(p, fp->r[i], s, true);
     if (rc < 0) {
       if (rc == -E2BIG)

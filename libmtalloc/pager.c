@@ -43,6 +43,12 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Region counters behind the launch fast path (_mt_range_resident). */
+static void set_dirty(mt_chunk_t *c) {
+  if (!c->dirty && c->state == CH_DEVICE) c->region->nclean--;
+  c->dirty = true;
+}
+
 static void resident_changed(mt_pager_t *p) {
   atomic_store_explicit(&_mt_stats.resident_bytes, p->used, memory_order_relaxed);
   _mt_stat_peak(&_mt_stats.peak_resident_bytes, p->used);
@@ -92,7 +98,7 @@ static int host_get(mt_pager_t *p, mt_chunk_t *c) {
   while (p->host_used + p->chunk > p->host_budget && p->retained.rprev != &p->retained) {
     mt_chunk_t *old = p->retained.rprev; /* the oldest retained copy */
     host_release(p, old);
-    old->dirty = true;
+    set_dirty(old);
   }
   if (p->host_used + p->chunk > p->host_budget) {
     mt_error("host memory budget MT_MAX_HOST=%zu is full: cannot evict a %zu-byte chunk "
@@ -216,9 +222,11 @@ static int make_room(mt_pager_t *p, size_t need) {
         mt_stat_add(bytes_d2h, p->chunk);
       } else {
         mt_stat_add(evictions_clean, 1);
+        c->region->nclean--;
       }
       c->dirty = false;
       c->state = CH_HOST;
+      c->region->ndevice--;
       p->used -= p->chunk;
     }
     resident_changed(p);
@@ -281,6 +289,7 @@ static int chunk_to_device(mt_pager_t *p, mt_chunk_t *c, bool fetch) {
     mt_stat_add(fetches, 1);
     mt_stat_add(bytes_h2d, p->chunk);
     c->dirty = false;
+    c->region->nclean++;
     retained_link(p, c);
   } else {
     c->dirty = true; /* new contents will be written; a host copy is stale but kept for reuse */
@@ -288,6 +297,7 @@ static int chunk_to_device(mt_pager_t *p, mt_chunk_t *c, bool fetch) {
   }
   c->dev = h;
   c->state = CH_DEVICE;
+  c->region->ndevice++;
   p->used += p->chunk;
   resident_changed(p);
   p->pol_ops->insert(p->pol, &c->node);
@@ -306,6 +316,12 @@ int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len
                        bool write, bool overwrite) {
   (void)s;
   if (r->kind == REG_SMALL || len == 0) return 0;
+  /* Fast path, taken by nearly every launch of a training loop: the region
+   * is all on the device, has nothing clean left to dirty, and was put at
+   * the hot end of the policy a moment ago (within TOUCH_SLACK operations),
+   * so touching its chunks again would not change what gets evicted. */
+  if (_mt_region_hot(p, r, write)) return 0;
+  if (addr == r->addr && len >= r->size) r->touched = p->epoch;
   size_t first = (addr - r->addr) / p->chunk, last = (addr + len - 1 - r->addr) / p->chunk;
   uint64_t t0 = 0;
   int rc = 0;
@@ -319,7 +335,7 @@ int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len
       bool whole = overwrite && addr <= cs && addr + len >= cs + p->chunk;
       rc = chunk_to_device(p, c, !whole);
     }
-    if (write && rc == 0) c->dirty = true; /* a host copy it keeps is stale now */
+    if (write && rc == 0) set_dirty(c); /* a host copy it keeps is stale now */
   }
   if (t0 != 0) {
     mt_stat_add(stalls, 1);
@@ -330,11 +346,6 @@ int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len
 
 int _mt_region_resident(mt_pager_t *p, mt_region_t *r, mt_handle_t s, bool write) {
   return _mt_range_resident(p, r, r->addr, r->size, s, write, false);
-}
-
-size_t _mt_region_bytes(const mt_pager_t *p, const mt_region_t *r) {
-  if (r->kind == REG_SMALL || r->escaped) return 0;
-  return (size_t)r->nchunks * p->chunk;
 }
 
 void _mt_region_hold(mt_pager_t *p, mt_region_t *r, uint32_t si, uint64_t seq) {

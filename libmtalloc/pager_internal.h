@@ -96,6 +96,9 @@ typedef struct mt_region {
   uint8_t nholds;
   uint8_t small_class;       /* REG_SMALL: size class */
   uint64_t epoch;            /* == pager epoch: part of the operation being prepared */
+  uint64_t touched;          /* pager epoch of the last policy touch */
+  uint32_t ndevice;          /* chunks DEVICE */
+  uint32_t nclean;           /* chunks DEVICE and not dirty */
   mt_hold_t holds[MT_HOLDS];
   struct mt_region *next_pending; /* deferred-free list */
   uint32_t nchunks;
@@ -159,6 +162,22 @@ struct mt_pager {
 
 extern mt_pager_t *_mt_pager;
 
+/* Bytes a footprint needs resident beyond what is pinned anyway. */
+static inline size_t _mt_region_bytes(const mt_pager_t *p, const mt_region_t *r) {
+  if (r->kind == REG_SMALL || r->escaped) return 0;
+  return (size_t)r->nchunks * p->chunk;
+}
+
+/* The region is all on the device, has nothing clean left to dirty, and was
+ * put at the hot end of the policy a moment ago (within TOUCH_SLACK
+ * operations), so making it resident again would change nothing: the fast
+ * path nearly every launch of a training loop takes. */
+#define TOUCH_SLACK 64
+static inline bool _mt_region_hot(const mt_pager_t *p, const mt_region_t *r, bool write) {
+  return r->kind == REG_SMALL ||
+         (r->ndevice == r->nchunks && (!write || r->nclean == 0) && p->epoch - r->touched < TOUCH_SLACK);
+}
+
 /* Takes an event from the pool (or creates one); 0 on failure. */
 mt_handle_t _mt_event_get(mt_pager_t *p);
 void _mt_event_put(mt_pager_t *p, mt_handle_t e);
@@ -179,8 +198,6 @@ int _mt_fetch_fence(mt_pager_t *p, mt_handle_t s);
 void _mt_region_hold(mt_pager_t *p, mt_region_t *r, uint32_t si, uint64_t seq);
 /* The region containing addr, under the lock; NULL when none. */
 mt_region_t *_mt_region_of(mt_pager_t *p, uintptr_t addr);
-/* Bytes a footprint needs resident beyond what is pinned anyway. */
-size_t _mt_region_bytes(const mt_pager_t *p, const mt_region_t *r);
 /* Takes bytes of the budget for memory that never leaves the device (small
  * slabs), evicting to make room. 0 or -ENOMEM. */
 int _mt_pager_reserve_pinned(mt_pager_t *p, size_t bytes);
