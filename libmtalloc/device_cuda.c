@@ -60,8 +60,11 @@ static int cd_phys_create(mt_device_t *d, size_t size, bool on_host, mt_handle_t
   memset(&prop, 0, sizeof(prop));
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   if (on_host) {
+    /* MT_NUMA_NODE, else the GPU's own node: host copies travel over its link */
+    int node = (int)_mt_opt_int(MT_OPT_NUMA_NODE);
+    if (node < 0) node = d->info.host_numa_node < 0 ? 0 : d->info.host_numa_node;
     prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
-    prop.location.id = d->info.host_numa_node < 0 ? 0 : d->info.host_numa_node;
+    prop.location.id = node;
   } else {
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id = CD(d)->dev;

@@ -242,6 +242,11 @@ int _mt_options_load(char *const *envp) {
     int rc = _mt_log_open(log_path);
     if (rc < 0) mt_error("cannot open MT_LOG=\"%s\" (%s); logging to stderr", log_path, strerror(-rc));
   }
+  static const mt_opt_t unused[] = MT_OPTIONS_NOT_USED_YET;
+  for (size_t k = 0; k < sizeof(unused) / sizeof(unused[0]); k++)
+    if (opt_values[unused[k]].from_env)
+      mt_warn("%s is set but has no effect in this version: the part it configures is not built yet",
+              opt_table[unused[k]].env);
   for (int i = 0; i < MT_OPT__COUNT; i++) {
     if (!opt_values[i].bad) continue;
     char form[160];

@@ -103,7 +103,11 @@ Test(options, values_from_env) {
                  "MT_POLICY=LRU", "MT_THREADS=4", NULL};
   char log[4096];
   cr_assert_eq(load_captured(env, log, sizeof(log)), 0);
-  cr_assert_str_empty(log);
+  /* good values, but three configure parts that are not built yet */
+  cr_assert(strstr(log, "MT_OFFLOAD_DIR is set but has no effect in this version") != NULL, "%s", log);
+  cr_assert(strstr(log, "MT_PREFETCH_DEPTH is set but has no effect") != NULL, "%s", log);
+  cr_assert(strstr(log, "MT_THREADS is set but has no effect") != NULL, "%s", log);
+  cr_assert(strstr(log, "MT_MAX_VRAM") == NULL, "%s", log);
   cr_assert_eq(_mt_opt_int(MT_OPT_MAX_VRAM), 10ll << 30);
   cr_assert_eq(_mt_opt_int(MT_OPT_MAX_HOST), 512ll << 20);
   cr_assert_str_eq(_mt_opt_str(MT_OPT_OFFLOAD_DIR), "/tmp/x");
