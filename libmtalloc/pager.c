@@ -445,7 +445,7 @@ static void regions_changed(int delta) {
 static int alloc_locked(mt_pager_t *p, size_t size, uintptr_t *out) {
   reap_pending(p, false);
   mt_region_t *r;
-  if (size < (size_t)_mt_opt_int(MT_OPT_SMALL_REGION) && size <= p->chunk / 2) {
+  if (size < p->small_limit && size <= p->chunk / 2) {
     r = calloc(1, sizeof(*r));
     if (r == NULL) return -ENOMEM;
     int cls;
@@ -570,20 +570,14 @@ static size_t round_up(size_t v, size_t a) {
   return (v + a - 1) / a * a;
 }
 
-static void pager_init(void) {
-  _mt_options_init();
-  mt_device_t *d = _mt_device_cuda_open();
-  if (d == NULL) {
-    mt_error("mtalloc is off: the CUDA driver could not be used (see above); calls pass through");
-    return;
-  }
+int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **out) {
   mt_pager_t *p = calloc(1, sizeof(*p));
-  if (p == NULL) return;
+  if (p == NULL) return -ENOMEM;
   pthread_mutex_init(&p->lock, NULL);
   p->dev = d;
-  p->chunk = round_up((size_t)_mt_opt_int(MT_OPT_CHUNK), d->info.granularity);
+  p->chunk = round_up(cfg->chunk, d->info.granularity);
   if (p->chunk == 0) p->chunk = d->info.granularity;
-  size_t budget = (size_t)_mt_opt_int(MT_OPT_MAX_VRAM);
+  size_t budget = cfg->budget;
   if (budget == 0) budget = d->info.free_bytes / 20 * 19; /* leave 5% for the driver and libraries */
   if (budget > d->info.free_bytes && d->info.free_bytes > 0)
     mt_warn("MT_MAX_VRAM=%zu is more than the device has free (%zu)", budget, d->info.free_bytes);
@@ -592,23 +586,23 @@ static void pager_init(void) {
     mt_error("MT_MAX_VRAM=%zu is below two %zu-byte chunks; using %zu", budget, p->chunk, 2 * p->chunk);
     p->budget = 2 * p->chunk;
   }
-  size_t host = (size_t)_mt_opt_int(MT_OPT_MAX_HOST);
+  size_t host = cfg->host_budget;
   if (host == 0) {
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     host = pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz / 4 * 3 : (size_t)16 << 30;
   }
   p->host_budget = host / p->chunk * p->chunk;
+  p->small_limit = cfg->small_limit;
   /* Address space: all that budgets can hold, twice over for fragmentation. */
   p->va_size = round_up(2 * (p->budget + p->host_budget), (size_t)1 << 30);
-  const char *pol = _mt_opt_str(MT_OPT_POLICY);
-  p->pol_ops = _mt_policy_find(pol);
+  p->pol_ops = _mt_policy_find(cfg->policy ? cfg->policy : "lru");
   p->pol = p->pol_ops ? p->pol_ops->create() : NULL;
   p->rmap = _mt_rmap_new();
   p->retained.rnext = p->retained.rprev = &p->retained;
   int rc = p->pol && p->rmap ? 0 : -ENOMEM;
   if (rc == 0) rc = d->ops->reserve(d, p->va_size, p->chunk, &p->va_base);
   if (rc == 0) rc = _mt_va_init(&p->va, p->va_base, p->va_size / p->chunk);
-  p->host_mapped = d->info.host_mappable && _mt_opt_int(MT_OPT_HOST_MAP) == 0;
+  p->host_mapped = d->info.host_mappable && cfg->host_map;
   if (rc == 0 && p->host_mapped) {
     p->win_size = p->host_budget;
     if (d->ops->reserve(d, p->win_size, p->chunk, &p->win_base) == 0) {
@@ -621,16 +615,42 @@ static void pager_init(void) {
   if (rc == 0) rc = d->ops->stream_create(d, &p->d2h);
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_fetch);
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_evict);
-  if (rc == 0) rc = _mt_small_init(p, (size_t)_mt_opt_int(MT_OPT_SMALL_REGION));
+  if (rc == 0) rc = _mt_small_init(p, cfg->small_limit);
+  if (rc < 0) return rc; /* what was made stays: the process goes on without us */
+  *out = p;
+  return 0;
+}
+
+void _mt_pager_install(mt_pager_t *p) {
+  atomic_store(&_mt_stats.host_mapped, p->host_mapped);
+  __atomic_store_n(&_mt_pager, p, __ATOMIC_RELEASE);
+}
+
+static void pager_init(void) {
+  _mt_options_init();
+  mt_device_t *d = _mt_device_cuda_open();
+  if (d == NULL) {
+    mt_error("mtalloc is off: the CUDA driver could not be used (see above); calls pass through");
+    return;
+  }
+  mt_pager_config_t cfg = {
+    .budget = (size_t)_mt_opt_int(MT_OPT_MAX_VRAM),
+    .host_budget = (size_t)_mt_opt_int(MT_OPT_MAX_HOST),
+    .chunk = (size_t)_mt_opt_int(MT_OPT_CHUNK),
+    .small_limit = (size_t)_mt_opt_int(MT_OPT_SMALL_REGION),
+    .policy = _mt_opt_str(MT_OPT_POLICY),
+    .host_map = _mt_opt_int(MT_OPT_HOST_MAP) == 0,
+  };
+  mt_pager_t *p;
+  int rc = _mt_pager_create(d, &cfg, &p);
   if (rc < 0) {
     mt_error("mtalloc is off: could not set up the pager (%s); calls pass through", strerror(-rc));
-    return; /* what was made stays: the process goes on without us */
+    return;
   }
-  atomic_store(&_mt_stats.host_mapped, p->host_mapped);
   mt_info("pager on %s: budget %zu bytes of %zu, host %zu, chunk %zu, host mappings %s", d->info.name,
           p->budget, d->info.total_bytes, p->host_budget, p->chunk, p->host_mapped ? "on" : "off");
   if (_mt_opt_int(MT_OPT_STATS)) atexit(stats_at_exit);
-  __atomic_store_n(&_mt_pager, p, __ATOMIC_RELEASE);
+  _mt_pager_install(p);
 }
 
 mt_pager_t *_mt_pager_start(void) {

@@ -29,6 +29,21 @@ static inline struct mt_pager *_mt_pager_if_started(void) {
   return __atomic_load_n(&_mt_pager, __ATOMIC_ACQUIRE);
 }
 
+/* A pager on any device (the CUDA one, or the virtual clock of mt-trace
+ * replay). Zero budgets mean: from the device / from physical RAM. */
+typedef struct mt_pager_config {
+  size_t budget;        /* MT_MAX_VRAM */
+  size_t host_budget;   /* MT_MAX_HOST */
+  size_t chunk;         /* MT_CHUNK, rounded up to the device granularity */
+  size_t small_limit;   /* MT_SMALL_REGION */
+  const char *policy;   /* MT_POLICY */
+  bool host_map;        /* use host mappings where the device can */
+} mt_pager_config_t;
+struct mt_pager;
+int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, struct mt_pager **out);
+/* Makes p the pager the entry points below (and the hooks) use. */
+void _mt_pager_install(struct mt_pager *p);
+
 int _mt_alloc(size_t size, uintptr_t *out);
 /* async: freed in the order of stream s (cuMemFreeAsync). */
 int _mt_free(uintptr_t addr, mt_handle_t s, bool async);

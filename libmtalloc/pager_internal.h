@@ -117,6 +117,7 @@ struct mt_pager {
   _mt_rmap_t *rmap;
 
   size_t chunk;              /* bytes per chunk */
+  size_t small_limit;        /* allocations below this go to the small pool */
   uintptr_t va_base;
   size_t va_size;
   mt_vaspace_t va;
