@@ -1,14 +1,17 @@
 /*
  * Description: the interposer's contract, case by case, on the fake driver
  * under LD_PRELOAD=libmtalloc.so:
- *   routes    calls made by direct linking, dlsym and cuGetProcAddress(_v2)
- *             (plain and per-thread-stream flag) are all seen, by route
+ *   routes    calls made by direct linking, dlsym (both glibc versions) and
+ *             cuGetProcAddress(_v2) (plain and per-thread-stream flag) are all
+ *             seen, by route
  *   toobig    a launch whose footprint exceeds MT_MAX_VRAM fails with
  *             CUDA_ERROR_OUT_OF_MEMORY (the wrapper checks the message)
  *   hostfull  allocation beyond MT_MAX_VRAM + MT_MAX_HOST (less a swap chunk) fails with
  *             CUDA_ERROR_OUT_OF_MEMORY and every byte already stored is intact
  *   graph     launches captured into a CUDA graph are made resident before
  *             each cuGraphLaunch, at 8x oversubscription
+ *   torch     mt_torch_malloc / mt_torch_free (PyTorch's pluggable allocator)
+ *             hand out regions that launches page like any other
  *   queries   cuMemGetInfo reports the budget; cuMemAllocPitch,
  *             cuMemGetAddressRange and cuPointerGetAttribute answer for regions
  * Usage: pager_test CASE. Exit 0 pass, 1 fail, 77 skip (not preloaded).
@@ -150,6 +153,15 @@ static int case_routes(void) {
   EXPECT(stat_of("launches") == 4, "launches %ld, want 4", stat_of("launches"));
   EXPECT(calls("cuGetProcAddress_v2", "dlsym") == 3, "cuGetProcAddress_v2 via dlsym: %ld calls, want 3",
          calls("cuGetProcAddress_v2", "dlsym"));
+  /* Binaries linked against glibc before 2.34 call dlsym@GLIBC_2.2.5: the
+   * hook must be there too. */
+  typedef void *(*dlsym_fn)(void *, const char *);
+  dlsym_fn old_dlsym = (dlsym_fn)dlvsym(RTLD_DEFAULT, "dlsym", "GLIBC_2.2.5");
+  EXPECT(old_dlsym != NULL, "no dlsym@GLIBC_2.2.5");
+  PFN_cuMemFree_v3020 old_free = (PFN_cuMemFree_v3020)old_dlsym(h, "cuMemFree_v2");
+  EXPECT(old_free != NULL, "dlsym@GLIBC_2.2.5 found no cuMemFree_v2");
+  CK(old_free(a));
+  EXPECT(calls("cuMemFree_v2", "dlsym") == 1, "a free through dlsym@GLIBC_2.2.5 was not seen as dlsym route");
   printf("pager_test routes: ok (direct, dlsym, procaddr each seen once for alloc and launch)\n");
   return 0;
 }
@@ -266,9 +278,40 @@ static int case_queries(void) {
   return 0;
 }
 
+static int case_torch(void) {
+  /* run with MT_MAX_VRAM=8M: four 4 MiB tensors from the pluggable allocator */
+  void *(*tmalloc)(size_t, int, void *) = (void *(*)(size_t, int, void *))dlsym(RTLD_DEFAULT, "mt_torch_malloc");
+  void (*tfree)(void *, size_t, int, void *) = (void (*)(void *, size_t, int, void *))dlsym(RTLD_DEFAULT, "mt_torch_free");
+  EXPECT(tmalloc && tfree, "mt_torch_malloc/mt_torch_free not exported");
+  CUstream s;
+  CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  size_t n = MiB; /* u32 words: 4 MiB */
+  CUdeviceptr t[4];
+  for (int i = 0; i < 4; i++) {
+    t[i] = (CUdeviceptr)(uintptr_t)tmalloc(n * 4, 0, s);
+    EXPECT(t[i] != 0, "mt_torch_malloc returned NULL");
+    CK(cuMemsetD32Async(t[i], (unsigned)i, n, s));
+  }
+  for (int i = 0; i < 4; i++) CK(add(t[i], 10, n, s));
+  CK(cuStreamSynchronize(s));
+  uint32_t *h = malloc(n * 4);
+  for (int i = 0; i < 4; i++) {
+    CK(cuMemcpyDtoH(h, t[i], n * 4));
+    EXPECT(h[0] == (uint32_t)(10 + i) && h[n - 1] == (uint32_t)(10 + i), "tensor %d: %u", i, h[0]);
+    tfree((void *)(uintptr_t)t[i], n * 4, 0, s);
+  }
+  CK(cuStreamSynchronize(s));
+  EXPECT(stat_of("regions_live") == 0, "regions live after mt_torch_free: %ld", stat_of("regions_live"));
+  EXPECT(stat_of("evictions_dirty") > 0, "16 MiB of tensors in 8 MiB did not page");
+  EXPECT(tmalloc(0, 0, s) == NULL, "a zero-byte request must give NULL");
+  free(h);
+  printf("pager_test torch: ok\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: pager_test routes|toobig|hostfull|graph|queries\n");
+    fprintf(stderr, "usage: pager_test routes|toobig|hostfull|graph|queries|torch\n");
     return 2;
   }
   setup();
@@ -277,6 +320,7 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "hostfull") == 0) return case_hostfull();
   if (strcmp(argv[1], "graph") == 0) return case_graph();
   if (strcmp(argv[1], "queries") == 0) return case_queries();
+  if (strcmp(argv[1], "torch") == 0) return case_torch();
   fprintf(stderr, "pager_test: unknown case %s\n", argv[1]);
   return 2;
 }
