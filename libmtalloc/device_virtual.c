@@ -1,0 +1,257 @@
+/*
+ * device_virtual.c - the device interface on a virtual clock (see
+ * device_virtual.h). Nothing here allocates device or host memory: reserve
+ * and host_alloc hand out addresses from two disjoint ranges, physical
+ * handles are counters, and copies are classified by range (host range to
+ * device range: host-to-device) to pick their link.
+ *
+ * Events hold the time their stream reached when recorded; a query says
+ * "done" when the host clock has passed it, a sync moves the host clock
+ * there. A stream that waits for an event cannot start its next work
+ * before the event's time.
+ *
+ * Threading: none; replay is single-threaded.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device_virtual.h"
+#include "internal.h"
+
+#define VA_BASE ((uintptr_t)1 << 40)     /* device addresses: 1 TiB .. */
+#define HOST_BASE ((uintptr_t)1 << 46)   /* host addresses: 64 TiB .. */
+
+typedef struct vdev {
+  mt_device_t base;
+  mt_vdev_config_t cfg;
+  uintptr_t next_va, next_host;
+  uint64_t next_handle;
+  uint64_t host_ns;          /* the host's clock */
+  uint64_t link_ns[2];       /* when each link is free: 0 h2d, 1 d2h */
+  uint64_t *stream_ns;       /* per stream (index = handle - 1; handle 0 = stream 0 too) */
+  size_t nstreams;
+  uint64_t *event_ns;        /* per event */
+  size_t nevents;
+  uint64_t dev_bytes;
+  mt_vdev_totals_t t;
+} vdev_t;
+
+#define V(d) ((vdev_t *)(d))
+
+static uint64_t *stream_slot(vdev_t *v, mt_handle_t s) {
+  size_t i = (size_t)s; /* 0 is the default stream */
+  if (i >= v->nstreams) {
+    size_t n = v->nstreams ? v->nstreams : 4;
+    while (n <= i) n *= 2;
+    uint64_t *ns = realloc(v->stream_ns, n * sizeof(*ns));
+    if (ns == NULL) return NULL;
+    memset(ns + v->nstreams, 0, (n - v->nstreams) * sizeof(*ns));
+    v->stream_ns = ns;
+    v->nstreams = n;
+  }
+  return &v->stream_ns[i];
+}
+
+static void seen(vdev_t *v, uint64_t t) {
+  if (t > v->t.now_ns) v->t.now_ns = t;
+}
+
+static int vd_reserve(mt_device_t *d, size_t size, size_t align, uintptr_t *va) {
+  vdev_t *v = V(d);
+  uintptr_t a = (v->next_va + align - 1) / align * align;
+  if (a + size < a || a + size >= HOST_BASE) return -ENOMEM;
+  *va = a;
+  v->next_va = a + size;
+  return 0;
+}
+
+static void vd_unreserve(mt_device_t *d, uintptr_t va, size_t size) {
+  (void)d, (void)va, (void)size;
+}
+
+static int vd_phys_create(mt_device_t *d, size_t size, bool on_host, mt_handle_t *h) {
+  vdev_t *v = V(d);
+  if (!on_host) {
+    if (v->dev_bytes + size > v->cfg.gpu_mem) return -ENOMEM;
+    v->dev_bytes += size;
+    if (v->dev_bytes > v->t.device_peak) v->t.device_peak = v->dev_bytes;
+  }
+  /* the size rides in the handle so release can give it back */
+  *h = (++v->next_handle << 40) | ((uint64_t)size >> 21) << 1 | (on_host ? 1 : 0);
+  return 0;
+}
+
+static void vd_phys_release(mt_device_t *d, mt_handle_t h) {
+  vdev_t *v = V(d);
+  if (h & 1) return;
+  uint64_t size = ((h & (((uint64_t)1 << 40) - 1)) >> 1) << 21;
+  v->dev_bytes -= size;
+}
+
+static int vd_map(mt_device_t *d, uintptr_t va, size_t size, mt_handle_t h) {
+  (void)d, (void)va, (void)size, (void)h;
+  return 0;
+}
+
+static int vd_unmap(mt_device_t *d, uintptr_t va, size_t size) {
+  (void)d, (void)va, (void)size;
+  return 0;
+}
+
+static int vd_host_alloc(mt_device_t *d, size_t size, void **p) {
+  vdev_t *v = V(d);
+  *p = (void *)v->next_host;
+  v->next_host += (size + 4095) & ~(size_t)4095;
+  return 0;
+}
+
+static void vd_host_free(mt_device_t *d, void *p) {
+  (void)d, (void)p;
+}
+
+static int vd_copy(mt_device_t *d, uintptr_t dst, uintptr_t src, size_t n, mt_handle_t s) {
+  vdev_t *v = V(d);
+  uint64_t *sn = stream_slot(v, s);
+  if (sn == NULL) return -ENOMEM;
+  int link = src >= HOST_BASE ? 0 : dst >= HOST_BASE ? 1 : -1;
+  uint64_t start = *sn > v->host_ns ? *sn : v->host_ns;
+  uint64_t dur = 0;
+  if (link >= 0) {
+    if (v->link_ns[link] > start) start = v->link_ns[link];
+    double bw = link == 0 ? v->cfg.h2d_bw : v->cfg.d2h_bw;
+    dur = v->cfg.copy_latency_ns + (uint64_t)((double)n / bw * 1e9);
+    v->link_ns[link] = start + dur;
+    if (link == 0) v->t.bytes_h2d += n;
+    else v->t.bytes_d2h += n;
+  }
+  *sn = start + dur;
+  seen(v, *sn);
+  return 0;
+}
+
+static int vd_stream_create(mt_device_t *d, mt_handle_t *s) {
+  vdev_t *v = V(d);
+  size_t i = v->nstreams > 64 ? v->nstreams : 64; /* app streams in a trace are small numbers */
+  while (i < v->nstreams && v->stream_ns[i]) i++;
+  if (stream_slot(v, i) == NULL) return -ENOMEM;
+  v->stream_ns[i] = v->host_ns ? v->host_ns : 1; /* nonzero: taken */
+  *s = (mt_handle_t)i;
+  return 0;
+}
+
+static int vd_event_create(mt_device_t *d, mt_handle_t *e) {
+  vdev_t *v = V(d);
+  uint64_t *ne = realloc(v->event_ns, (v->nevents + 1) * sizeof(*ne));
+  if (ne == NULL) return -ENOMEM;
+  v->event_ns = ne;
+  v->event_ns[v->nevents] = 0;
+  *e = (mt_handle_t)++v->nevents; /* handle = index + 1, never 0 */
+  return 0;
+}
+
+static void vd_event_destroy(mt_device_t *d, mt_handle_t e) {
+  (void)d, (void)e;
+}
+
+static int vd_event_record(mt_device_t *d, mt_handle_t e, mt_handle_t s) {
+  vdev_t *v = V(d);
+  uint64_t *sn = stream_slot(v, s);
+  if (sn == NULL || e == 0 || e > v->nevents) return -EINVAL;
+  /* work issued now cannot have finished before the host issued it */
+  v->event_ns[e - 1] = *sn > v->host_ns ? *sn : v->host_ns;
+  return 0;
+}
+
+static int vd_event_query(mt_device_t *d, mt_handle_t e) {
+  vdev_t *v = V(d);
+  return v->event_ns[e - 1] <= v->host_ns;
+}
+
+static int vd_event_sync(mt_device_t *d, mt_handle_t e) {
+  vdev_t *v = V(d);
+  uint64_t t = v->event_ns[e - 1];
+  if (t > v->host_ns) {
+    v->t.host_wait_ns += t - v->host_ns;
+    v->host_ns = t;
+    seen(v, t);
+  }
+  return 0;
+}
+
+static int vd_stream_wait(mt_device_t *d, mt_handle_t s, mt_handle_t e) {
+  vdev_t *v = V(d);
+  uint64_t *sn = stream_slot(v, s);
+  if (sn == NULL) return -ENOMEM;
+  uint64_t t = v->event_ns[e - 1];
+  uint64_t ready = *sn > v->host_ns ? *sn : v->host_ns;
+  if (t > ready) v->t.stream_wait_ns += t - ready;
+  if (t > *sn) *sn = t;
+  return 0;
+}
+
+static int vd_stream_capturing(mt_device_t *d, mt_handle_t s) {
+  (void)d, (void)s;
+  return 0;
+}
+
+static const mt_device_ops_t vdev_ops = {
+  .reserve = vd_reserve,
+  .unreserve = vd_unreserve,
+  .phys_create = vd_phys_create,
+  .phys_release = vd_phys_release,
+  .map = vd_map,
+  .unmap = vd_unmap,
+  .host_alloc = vd_host_alloc,
+  .host_free = vd_host_free,
+  .copy = vd_copy,
+  .stream_create = vd_stream_create,
+  .event_create = vd_event_create,
+  .event_destroy = vd_event_destroy,
+  .event_record = vd_event_record,
+  .event_query = vd_event_query,
+  .event_sync = vd_event_sync,
+  .stream_wait = vd_stream_wait,
+  .stream_capturing = vd_stream_capturing,
+};
+
+mt_device_t *_mt_vdev_new(const mt_vdev_config_t *cfg) {
+  vdev_t *v = calloc(1, sizeof(*v));
+  if (v == NULL) return NULL;
+  v->base.ops = &vdev_ops;
+  v->cfg = *cfg;
+  v->next_va = VA_BASE;
+  v->next_host = HOST_BASE;
+  mt_device_info_t *in = &v->base.info;
+  in->total_bytes = cfg->gpu_mem;
+  in->free_bytes = cfg->gpu_mem;
+  in->granularity = (size_t)2 << 20;
+  in->host_mappable = false; /* host copies in host memory: copies are classified by range */
+  in->host_numa_node = -1;
+  strcpy(in->name, "virtual clock");
+  return &v->base;
+}
+
+void _mt_vdev_free(mt_device_t *d) {
+  vdev_t *v = V(d);
+  free(v->stream_ns);
+  free(v->event_ns);
+  free(v);
+}
+
+int _mt_vdev_kernel(mt_device_t *d, mt_handle_t s, uint64_t dur_ns) {
+  vdev_t *v = V(d);
+  uint64_t *sn = stream_slot(v, s);
+  if (sn == NULL) return -ENOMEM;
+  uint64_t start = *sn > v->host_ns ? *sn : v->host_ns;
+  *sn = start + dur_ns;
+  v->t.kernels++;
+  v->t.kernel_ns += dur_ns;
+  seen(v, *sn);
+  return 0;
+}
+
+void _mt_vdev_totals(mt_device_t *d, mt_vdev_totals_t *out) {
+  vdev_t *v = V(d);
+  *out = v->t;
+}

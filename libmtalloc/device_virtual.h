@@ -1,0 +1,42 @@
+/*
+ * device_virtual.h - the virtual-clock device of mt-trace replay.
+ *
+ * It implements the device interface (device.h) without touching memory:
+ * copies take bytes / bandwidth on their link, kernels take their recorded
+ * time on their stream, and the host waits only where the pager waits
+ * (event_sync). Three timelines: the host, each stream, and each link
+ * (host-to-device and device-to-host run at once, like a PCIe link's two
+ * directions; copies on one link queue).
+ */
+#ifndef MT_DEVICE_VIRTUAL_H
+#define MT_DEVICE_VIRTUAL_H
+
+#include <stdint.h>
+
+#include "device.h"
+
+typedef struct mt_vdev_config {
+  uint64_t gpu_mem;       /* bytes the device has */
+  double h2d_bw, d2h_bw;  /* bytes per second */
+  uint64_t copy_latency_ns; /* fixed cost of each copy */
+} mt_vdev_config_t;
+
+typedef struct mt_vdev_totals {
+  uint64_t now_ns;        /* the latest any timeline reached */
+  uint64_t host_wait_ns;  /* host time spent in event_sync waiting */
+  uint64_t stream_wait_ns;/* time streams waited for copies (stream_wait) */
+  uint64_t bytes_h2d, bytes_d2h;
+  uint64_t kernels;
+  uint64_t kernel_ns;     /* sum of kernel run times */
+  uint64_t device_peak;   /* device bytes created at once, at most */
+} mt_vdev_totals_t;
+
+mt_device_t *_mt_vdev_new(const mt_vdev_config_t *cfg);
+void _mt_vdev_free(mt_device_t *d);
+/* Runs a kernel of dur_ns on stream s: it starts when the stream is free
+ * and the host has issued it. Returns 0. */
+int _mt_vdev_kernel(mt_device_t *d, mt_handle_t s, uint64_t dur_ns);
+/* Finishes every timeline and returns the totals. */
+void _mt_vdev_totals(mt_device_t *d, mt_vdev_totals_t *out);
+
+#endif
