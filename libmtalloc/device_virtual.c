@@ -27,6 +27,7 @@ typedef struct vdev {
   mt_vdev_config_t cfg;
   uintptr_t next_va, next_host;
   uint64_t next_handle;
+  size_t next_stream;        /* streams the pager creates: 64 and up */
   uint64_t host_ns;          /* the host's clock */
   uint64_t link_ns[2];       /* when each link is free: 0 h2d, 1 d2h */
   uint64_t *stream_ns;       /* per stream (index = handle - 1; handle 0 = stream 0 too) */
@@ -132,10 +133,10 @@ static int vd_copy(mt_device_t *d, uintptr_t dst, uintptr_t src, size_t n, mt_ha
 
 static int vd_stream_create(mt_device_t *d, mt_handle_t *s) {
   vdev_t *v = V(d);
-  size_t i = v->nstreams > 64 ? v->nstreams : 64; /* app streams in a trace are small numbers */
-  while (i < v->nstreams && v->stream_ns[i]) i++;
+  /* the trace's own streams are small numbers: ours start above them */
+  size_t i = v->next_stream++;
   if (stream_slot(v, i) == NULL) return -ENOMEM;
-  v->stream_ns[i] = v->host_ns ? v->host_ns : 1; /* nonzero: taken */
+  v->stream_ns[i] = v->host_ns;
   *s = (mt_handle_t)i;
   return 0;
 }
@@ -222,6 +223,7 @@ mt_device_t *_mt_vdev_new(const mt_vdev_config_t *cfg) {
   v->cfg = *cfg;
   v->next_va = VA_BASE;
   v->next_host = HOST_BASE;
+  v->next_stream = 64;
   mt_device_info_t *in = &v->base.info;
   in->total_bytes = cfg->gpu_mem;
   in->free_bytes = cfg->gpu_mem;

@@ -1,0 +1,144 @@
+/* Description: the replay's two models against hand-computed answers: the
+ * virtual-clock device's schedule (links, streams, events, host waits) and
+ * the Belady bound on small access sequences (dead chunks dropped free,
+ * pinned chunks of the current launch never chosen, frees, infeasible
+ * launches). */
+#include <criterion/criterion.h>
+#include <errno.h>
+
+#include "belady.h"
+#include "device_virtual.h"
+
+Test(vdev, hand_computed_schedule) {
+  mt_vdev_config_t cfg = {.gpu_mem = 1 << 30, .h2d_bw = 1e9, .d2h_bw = 1e9, .copy_latency_ns = 0};
+  mt_device_t *d = _mt_vdev_new(&cfg);
+  const mt_device_ops_t *o = d->ops;
+  uintptr_t dev;
+  void *host;
+  cr_assert_eq(o->reserve(d, 1 << 22, 1 << 21, &dev), 0);
+  cr_assert_eq(o->host_alloc(d, 1 << 21, &host), 0);
+  mt_handle_t A = 0, B = 1, C1, C2, e;
+  cr_assert_eq(o->stream_create(d, &C1), 0);
+  cr_assert_eq(o->stream_create(d, &C2), 0);
+  cr_assert_eq(o->event_create(d, &e), 0);
+  cr_assert_eq(_mt_vdev_kernel(d, A, 1000), 0);                      /* A: 0..1000 */
+  cr_assert_eq(o->copy(d, dev, (uintptr_t)host, 1000, C1), 0);       /* h2d: 0..1000 */
+  cr_assert_eq(o->copy(d, dev, (uintptr_t)host, 500, C2), 0);        /* h2d link busy: 1000..1500 */
+  cr_assert_eq(o->copy(d, (uintptr_t)host, dev, 2000, C1), 0);       /* d2h after C1's copy: 1000..3000 */
+  cr_assert_eq(o->event_record(d, e, C2), 0);                        /* e = 1500 */
+  cr_assert_eq(o->stream_wait(d, A, e), 0);                          /* A waits 1000 -> 1500 */
+  cr_assert_eq(_mt_vdev_kernel(d, A, 100), 0);                       /* A: 1500..1600 */
+  cr_assert_eq(o->event_query(d, e), 0, "the host is still at 0");
+  cr_assert_eq(o->event_sync(d, e), 0);                              /* host waits 0 -> 1500 */
+  cr_assert_eq(o->event_query(d, e), 1);
+  cr_assert_eq(_mt_vdev_kernel(d, B, 10), 0);                        /* B starts after the host: 1500..1510 */
+  mt_vdev_totals_t t;
+  _mt_vdev_totals(d, &t);
+  cr_assert_eq(t.now_ns, 3000);
+  cr_assert_eq(t.bytes_h2d, 1500);
+  cr_assert_eq(t.bytes_d2h, 2000);
+  cr_assert_eq(t.kernels, 3);
+  cr_assert_eq(t.kernel_ns, 1110);
+  cr_assert_eq(t.host_wait_ns, 1500);
+  cr_assert_eq(t.stream_wait_ns, 500);
+  mt_handle_t p1, p2;
+  cr_assert_eq(o->phys_create(d, 1 << 21, false, &p1), 0);
+  cr_assert_eq(o->phys_create(d, 1 << 21, true, &p2), 0, "host memory does not count");
+  o->phys_release(d, p1);
+  cr_assert_eq(o->phys_create(d, 1 << 30, false, &p1), 0, "released memory is free again");
+  cr_assert_eq(o->phys_create(d, 1 << 21, false, &p2), -ENOMEM, "past the device's memory");
+  _mt_vdev_totals(d, &t);
+  cr_assert_eq(t.device_peak, (uint64_t)1 << 30);
+  _mt_vdev_free(d);
+}
+
+#define K(region, chunk) ((uint64_t)(region) << 24 | (chunk))
+enum { A = 1, B = 2, C = 3 };
+static const uint64_t CH = 2u << 20;
+
+static belady_result_t run(uint64_t capacity, const uint64_t *const *launches, const uint32_t *n, int count) {
+  belady_t *b = belady_new(capacity, CH);
+  for (int i = 0; i < count; i++) cr_assert_eq(belady_launch(b, launches[i], n[i]), 0);
+  belady_result_t r;
+  cr_assert_eq(belady_finish(b, &r), 0);
+  belady_free(b);
+  return r;
+}
+
+Test(belady, dead_chunk_is_dropped_free) {
+  /* cap 2: A B C A. At C, B is never used again: evicted without a copy. */
+  uint64_t a[] = {K(A, 0)}, b[] = {K(B, 0)}, c[] = {K(C, 0)};
+  const uint64_t *seq[] = {a, b, c, a};
+  uint32_t n[] = {1, 1, 1, 1};
+  belady_result_t r = run(2, seq, n, 4);
+  cr_assert_eq(r.fetches, 0);
+  cr_assert_eq(r.writebacks, 0);
+  cr_assert(!r.infeasible);
+}
+
+Test(belady, farthest_next_use_goes) {
+  /* cap 2: A B C B A. At C: A next at 4, B at 3 -> A goes (written back,
+   * used again); at the last A, A is fetched; the victim then is dead. */
+  uint64_t a[] = {K(A, 0)}, b[] = {K(B, 0)}, c[] = {K(C, 0)};
+  const uint64_t *seq[] = {a, b, c, b, a};
+  uint32_t n[] = {1, 1, 1, 1, 1};
+  belady_result_t r = run(2, seq, n, 5);
+  cr_assert_eq(r.fetches, 1);
+  cr_assert_eq(r.writebacks, 1);
+  cr_assert_eq(r.fetch_bytes + r.writeback_bytes, 2 * CH);
+}
+
+Test(belady, chunks_of_the_current_launch_stay) {
+  /* cap 2: [A B] [A C] [B]. Placing C, A is never used again but belongs
+   * to this launch: B must go (and come back). */
+  uint64_t l1[] = {K(A, 0), K(B, 0)}, l2[] = {K(A, 0), K(C, 0)}, l3[] = {K(B, 0)};
+  const uint64_t *seq[] = {l1, l2, l3};
+  uint32_t n[] = {2, 2, 1};
+  belady_result_t r = run(2, seq, n, 3);
+  cr_assert_eq(r.writebacks, 1);
+  cr_assert_eq(r.fetches, 1);
+}
+
+Test(belady, launch_larger_than_memory_is_infeasible) {
+  uint64_t l1[] = {K(A, 0), K(A, 1), K(A, 2)};
+  const uint64_t *seq[] = {l1};
+  uint32_t n[] = {3};
+  belady_result_t r = run(2, seq, n, 1);
+  cr_assert(r.infeasible);
+}
+
+Test(belady, freed_regions_leave_without_cost) {
+  /* cap 1: [A] free(A) [B] [B]: nothing moves. */
+  belady_t *b = belady_new(1, CH);
+  uint64_t a[] = {K(A, 0)}, bb[] = {K(B, 0)};
+  cr_assert_eq(belady_launch(b, a, 1), 0);
+  cr_assert_eq(belady_free_region(b, A, 1), 0);
+  cr_assert_eq(belady_launch(b, bb, 1), 0);
+  cr_assert_eq(belady_launch(b, bb, 1), 0);
+  belady_result_t r;
+  cr_assert_eq(belady_finish(b, &r), 0);
+  cr_assert_eq(r.fetches + r.writebacks, 0);
+  belady_free(b);
+}
+
+Test(belady, cyclic_sweep_matches_the_closed_form) {
+  /* A cyclic sweep over k+1 chunks with room for k: MIN misses once per
+   * sweep after the first, so 9 later sweeps of 5 chunks in 4 cost 9
+   * fetches and 9 write-backs (all but the last evictions are live). */
+  enum { K_ = 4, N_ = 5, SWEEPS = 10 };
+  uint64_t keys[SWEEPS * N_][1];
+  const uint64_t *seq[SWEEPS * N_];
+  uint32_t n[SWEEPS * N_];
+  for (int i = 0; i < SWEEPS * N_; i++) {
+    keys[i][0] = K(1 + i % N_, 0);
+    seq[i] = keys[i];
+    n[i] = 1;
+  }
+  belady_result_t r = run(K_, seq, n, SWEEPS * N_);
+  /* MIN on a cyclic pattern of N over K slots faults (N-K) times per K
+   * accesses after warm-up: 45 accesses after the first sweep -> ceil(45/4)
+   * faults would be LRU's 45; MIN's is 45/(K) rounded: 11 or 12. */
+  cr_assert_geq(r.fetches, 11);
+  cr_assert_leq(r.fetches, 12);
+  cr_assert_leq(r.writebacks, r.fetches + 1);
+}
