@@ -23,6 +23,7 @@
 #include "driver.h"
 #include "pager.h"
 #include "pager_internal.h"
+#include "trace.h"
 
 #define ESCAPE_SCAN_MAX ((size_t)1 << 20)
 
@@ -58,6 +59,12 @@ int _mt_copy(uintptr_t dst, uintptr_t src, size_t n, mt_handle_t s, bool async, 
   if (p == NULL || (!_mt_in_range(p, dst) && !_mt_in_range(p, src))) return fwd(ctx, dst, src, n);
   pthread_mutex_lock(&p->lock);
   int rc = 0;
+  if (_mt_trace_on()) {
+    bool din = _mt_in_range(p, dst), sin = _mt_in_range(p, src);
+    uint32_t dir = din && sin ? MT_TR_D2D : din ? (src_is_host ? MT_TR_H2D : MT_TR_D2D) : MT_TR_D2H;
+    uint64_t t = _mt_trace_now();
+    _mt_trace_copy(dir, false, async ? _mt_stream_index(p, s) : 0, n, t, t);
+  }
   if (n <= ESCAPE_SCAN_MAX && _mt_in_range(p, dst) && !_mt_in_range(p, src) && src_is_host != 0 &&
       (src_is_host == 1 || readable_host(src)))
     escape_scan(p, (const void *)src, n, s);
@@ -92,6 +99,10 @@ int _mt_memset(uintptr_t dst, size_t n, size_t elsize, mt_handle_t s, bool async
   pthread_mutex_lock(&p->lock);
   int rc = 0;
   uint32_t si = async ? _mt_stream_index(p, s) : 0;
+  if (_mt_trace_on()) {
+    uint64_t t = _mt_trace_now();
+    _mt_trace_copy(MT_TR_SET, false, si, n, t, t);
+  }
   while (n > 0 && rc == 0) {
     p->epoch++;
     mt_region_t *rd = _mt_region_of(p, dst);

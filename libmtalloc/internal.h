@@ -72,7 +72,7 @@ typedef enum mt_opt_type {
     "auto: evicted chunks stay mapped to their host copy where the driver can map host memory " \
     "(a stray access is slow, not fatal); off: evicted chunks are unmapped")        \
   X(TRACE, STRING, "", 0, 0, "", "path",                                           \
-    "not used yet (trace issue): record a binary trace of allocations, launches and copies")      \
+    "record a binary trace of allocations, launches, moves and stalls here (mt-trace reads it)")      \
   X(STATS, BOOL, "off", 0, 0, "", "",                                              \
     "print statistics at exit")                                                    \
   X(VERBOSE, INT, "1", 0, 3, "", "level",                                          \
@@ -104,7 +104,7 @@ typedef enum mt_opt {
 } mt_opt_t;
 
 /* Options whose component is not built yet: setting one draws a warning. */
-#define MT_OPTIONS_NOT_USED_YET {MT_OPT_OFFLOAD_DIR, MT_OPT_TRACE, MT_OPT_PREFETCH_DEPTH, MT_OPT_THREADS}
+#define MT_OPTIONS_NOT_USED_YET {MT_OPT_OFFLOAD_DIR, MT_OPT_PREFETCH_DEPTH, MT_OPT_THREADS}
 
 /* Reads every option once from the process environment (environ, read
  * directly: safe inside a preloaded library's constructor). Idempotent and
@@ -129,6 +129,9 @@ int _mt_parse_int(const char *s, int64_t min, int64_t max, int64_t *out);
 /* Looks name up in a NULL-terminated environment array without allocating;
  * returns the value or NULL. */
 const char *_mt_env_lookup(char *const *envp, const char *name);
+/* The effective options as "MT_NAME=value\n" lines (for trace headers);
+ * returns the length or -ENOSPC. */
+int _mt_options_text(char *buf, size_t len);
 /* Writes the options table as Markdown to fd (the README's table). */
 void _mt_options_markdown(int fd);
 

@@ -20,9 +20,13 @@
 #include "driver.h"
 #include "pager.h"
 #include "pager_internal.h"
+#include "trace.h"
+
+#include <xxhash.h>
 
 typedef struct mt_layout {
   CUfunction f;
+  const char *name;          /* cuFuncGetName, asked once (traces) */
   bool known;                /* cuFuncGetParamInfo answered */
   uint32_t n;
   uint32_t *off, *size;
@@ -39,6 +43,7 @@ static mt_layout_t *layout_build(CUfunction f) {
   mt_layout_t *l = calloc(1, sizeof(*l));
   if (l == NULL) return NULL;
   l->f = f;
+  l->name = kernel_name(f);
   const mt_driver_t *drv = _mt_driver();
   uint32_t cap = 0;
   for (size_t i = 0;; i++) {
@@ -162,8 +167,25 @@ bool _mt_owns(uintptr_t addr) {
 }
 
 /* Makes the footprint resident and forwards; the caller holds the lock. */
+/* The launch's trace record: identity = xxh3 of the function and the
+ * footprint's region ids (stable across iterations for long-lived regions). */
+static void trace_launch(mt_pager_t *p, const footprint_t *fp, CUfunction f, const char *name, uint32_t si) {
+  (void)p;
+  mt_trace_span_t stackspans[64];
+  mt_trace_span_t *sp = fp->n <= 64 ? stackspans : malloc(fp->n * sizeof(*sp));
+  if (sp == NULL) return;
+  uint64_t fid = (uint64_t)(uintptr_t)f;
+  uint64_t h = XXH3_64bits(&fid, sizeof(fid));
+  for (size_t i = 0; i < fp->n; i++) {
+    sp[i] = (mt_trace_span_t){fp->r[i]->id, 0, fp->r[i]->size};
+    h = XXH3_64bits_withSeed(&fp->r[i]->id, sizeof(uint64_t), h);
+  }
+  _mt_trace_launch(h, fid, name, si, sp, (uint32_t)fp->n, 0, f == NULL);
+  if (sp != stackspans) free(sp);
+}
+
 static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle_t s, mt_forward_fn fwd,
-                         void *ctx, const char *what) {
+                         void *ctx, const char *what, const char *name) {
   size_t need = 0;
   for (size_t i = 0; i < fp->n; i++) need += _mt_region_bytes(p, fp->r[i]);
   if (need + p->pinned > p->budget) {
@@ -189,6 +211,9 @@ static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle
     uint32_t si = _mt_stream_index(p, s);
     uint64_t seq = _mt_stream_next(p, si);
     for (size_t i = 0; i < fp->n; i++) _mt_region_hold(p, fp->r[i], si, seq);
+    if (_mt_trace_on()) trace_launch(p, fp, f, name, si);
+  } else if (rc == 0 && _mt_trace_on()) {
+    trace_launch(p, fp, f, name, 0);
   }
   return rc;
 }
@@ -208,7 +233,7 @@ int _mt_launch(CUfunction f, void **params, void **extra, mt_handle_t s, mt_forw
     for (size_t i = 0; i < fp.n; i++) _mt_capture_add(p, s, fp.r[i]->addr);
     rc = fwd(ctx);
   } else {
-    rc = launch_locked(p, &fp, f, s, fwd, ctx, "kernel");
+    rc = launch_locked(p, &fp, f, s, fwd, ctx, "kernel", l ? l->name : NULL);
   }
   pthread_mutex_unlock(&p->lock);
   if (fp.r != fp.inline_r) free(fp.r);
@@ -221,7 +246,7 @@ int _mt_launch_regions(mt_pager_t *p, uintptr_t *addrs, size_t n, mt_handle_t s,
   fp.r = fp.inline_r;
   p->epoch++;
   for (size_t i = 0; i < n; i++) fp_add(p, &fp, addrs[i]);
-  int rc = launch_locked(p, &fp, NULL, s, fwd, ctx, "graph launch");
+  int rc = launch_locked(p, &fp, NULL, s, fwd, ctx, "graph launch", "cuGraphLaunch");
   if (fp.r != fp.inline_r) free(fp.r);
   return rc;
 }

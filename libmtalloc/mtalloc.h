@@ -66,6 +66,13 @@ MT_API void mt_show_config(void);
  * Returns "{}" before the first call the library intercepted. */
 MT_API const char *mt_stats_json(void);
 
+/* Marks the start of a training iteration in the trace (MT_TRACE): records
+ * an ITER record numbered from 0. The first call switches off the
+ * recorder's own guess of iteration boundaries (a repeating launch
+ * sequence) for the rest of the process. Does nothing when not tracing.
+ * Safe from any thread. */
+MT_API void mt_mark_iteration(void);
+
 /* PyTorch pluggable allocator entry points
  * (torch.cuda.memory.CUDAPluggableAllocator(path, "mt_torch_malloc", "mt_torch_free")).
  * stream is a cudaStream_t (the driver's CUstream). mt_torch_malloc returns NULL

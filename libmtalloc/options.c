@@ -341,6 +341,18 @@ MT_API void mt_show_config(void) {
   if (level < MT_LOG_INFO) _mt_log_configure(level, -2);
 }
 
+int _mt_options_text(char *buf, size_t len) {
+  size_t off = 0;
+  for (int i = 0; i < MT_OPT__COUNT; i++) {
+    char val[MT_OPT_TEXT_MAX + 32];
+    value_text(i, val, sizeof(val));
+    int n = snprintf(buf + off, off < len ? len - off : 0, "%s=%s\n", opt_table[i].env, val);
+    if (n < 0 || off + (size_t)n >= len) return -ENOSPC;
+    off += (size_t)n;
+  }
+  return (int)off;
+}
+
 /* tools/mt-options prints this and a test checks the README against it. */
 void _mt_options_markdown(int fd) {
   dprintf(fd, "| variable | type | default | unit | meaning |\n|---|---|---|---|---|\n");

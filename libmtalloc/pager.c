@@ -26,12 +26,15 @@
  * Threading: everything under p->lock (see pager_internal.h).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "pager_internal.h"
+#include "trace.h"
+#include "trace_io.h"
 
 mt_pager_t *_mt_pager;
 
@@ -200,6 +203,7 @@ static int make_room(mt_pager_t *p, size_t need) {
       if ((rc = p->dev->ops->copy(p->dev, c->host_addr, va, p->chunk, p->d2h)) < 0) break;
       copied = true;
     }
+    uint64_t t0 = _mt_trace_on() ? _mt_trace_now() : 0;
     if (copied && rc == 0) {
       rc = p->dev->ops->event_record(p->dev, p->ev_evict, p->d2h);
       if (rc == 0) rc = p->dev->ops->event_sync(p->dev, p->ev_evict);
@@ -217,6 +221,10 @@ static int make_room(mt_pager_t *p, size_t need) {
       c->dev = 0;
       retained_unlink(c);
       if (p->host_mapped) p->dev->ops->map(p->dev, va, p->chunk, c->host);
+      if (_mt_trace_on()) {
+        _mt_trace_move(MT_TR_EVICT, c->region->id, c->index, MT_TIER_GPU, MT_TIER_HOST, c->dirty, false, p->chunk);
+        if (c->dirty) _mt_trace_copy(MT_TR_D2H, true, 0, p->chunk, t0, _mt_trace_now());
+      }
       if (c->dirty) {
         mt_stat_add(evictions_dirty, 1);
         mt_stat_add(bytes_d2h, p->chunk);
@@ -288,6 +296,11 @@ static int chunk_to_device(mt_pager_t *p, mt_chunk_t *c, bool fetch) {
     fetch_pending = true;
     mt_stat_add(fetches, 1);
     mt_stat_add(bytes_h2d, p->chunk);
+    if (_mt_trace_on()) {
+      uint64_t t = _mt_trace_now(); /* issued now; the copy stream runs it */
+      _mt_trace_move(MT_TR_FETCH, c->region->id, c->index, MT_TIER_HOST, MT_TIER_GPU, false, false, p->chunk);
+      _mt_trace_copy(MT_TR_H2D, true, 0, p->chunk, t, t);
+    }
     c->dirty = false;
     c->region->nclean++;
     retained_link(p, c);
@@ -338,8 +351,10 @@ int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len
     if (write && rc == 0) set_dirty(c); /* a host copy it keeps is stale now */
   }
   if (t0 != 0) {
+    uint64_t t1 = now_ns();
     mt_stat_add(stalls, 1);
-    mt_stat_add(stall_ns, now_ns() - t0);
+    mt_stat_add(stall_ns, t1 - t0);
+    if (_mt_trace_on()) _mt_trace_stall(MT_STALL_FETCH, t0, t1);
   }
   return rc;
 }
@@ -501,6 +516,7 @@ static int alloc_locked(mt_pager_t *p, size_t size, uintptr_t *out) {
     return rc;
   }
   regions_changed(+1);
+  if (_mt_trace_on()) _mt_trace_alloc(r->id, size, 0, r->kind == REG_SMALL);
   *out = r->addr;
   return 0;
 }
@@ -529,11 +545,13 @@ int _mt_free(uintptr_t addr, mt_handle_t s, bool async) {
   if (async) {
     /* Stream-ordered: it is freed once the work before it on s has run. */
     uint32_t si = _mt_stream_index(p, s);
+    if (_mt_trace_on()) _mt_trace_free(r->id, si, true);
     if (si != 0) _mt_region_hold(p, r, si, _mt_stream_seq(p, si));
     r->next_pending = p->pending;
     p->pending = r;
     reap_pending(p, false);
   } else {
+    if (_mt_trace_on()) _mt_trace_free(r->id, 0, false);
     region_held(p, r, true); /* cuMemFree waits for work using it, as the driver does */
     region_destroy(p, r);
   }
@@ -651,6 +669,20 @@ static void pager_init(void) {
           p->budget, d->info.total_bytes, p->host_budget, p->chunk, p->host_mapped ? "on" : "off");
   if (_mt_opt_int(MT_OPT_STATS)) atexit(stats_at_exit);
   _mt_pager_install(p);
+  const char *trace = _mt_opt_str(MT_OPT_TRACE);
+  if (trace[0] != '\0') {
+    mt_trace_header_t h;
+    mt_trace_header_init(&h, MT_TRACE_CLOCK_MONOTONIC, "mtalloc");
+    h.chunk_bytes = p->chunk;
+    h.gpu_budget = p->budget;
+    h.host_budget = p->host_budget;
+    h.gpu_total = d->info.total_bytes;
+    snprintf(h.device, sizeof(h.device), "%.63s", d->info.name);
+    char opts[8192];
+    if (_mt_options_text(opts, sizeof(opts)) < 0) opts[0] = '\0';
+    rc = _mt_trace_start(trace, &h, opts);
+    if (rc < 0) mt_error("MT_TRACE=\"%s\": cannot record a trace (%s); running without one", trace, strerror(-rc));
+  }
 }
 
 mt_pager_t *_mt_pager_start(void) {

@@ -19,4 +19,6 @@ ASAN_OPTIONS=abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 # layout) and not the fake driver's deliberate-race test.
 tools/setup.sh build-tsan -Dwerror=true -Db_sanitize=thread -Db_lundef=false
 meson test -C build-tsan --print-errorlogs --num-processes "$jobs" --suite tsan
+# libFuzzer on the trace reader (clang; a short fixed-seed session).
+tests/fuzz/run.sh
 echo "tools/test.sh: all suites passed"
