@@ -253,6 +253,20 @@ int _mt_vdev_kernel(mt_device_t *d, mt_handle_t s, uint64_t dur_ns) {
   return 0;
 }
 
+uint64_t _mt_vdev_app_time(mt_device_t *d) {
+  vdev_t *v = V(d);
+  uint64_t t = 0;
+  for (size_t i = 0; i < v->nstreams && i < 64; i++)
+    if (v->stream_ns[i] > t) t = v->stream_ns[i];
+  return t;
+}
+
+uint64_t _mt_vdev_stream_time(mt_device_t *d, mt_handle_t s) {
+  vdev_t *v = V(d);
+  uint64_t *sn = stream_slot(v, s);
+  return sn ? *sn : 0;
+}
+
 void _mt_vdev_totals(mt_device_t *d, mt_vdev_totals_t *out) {
   vdev_t *v = V(d);
   *out = v->t;

@@ -36,6 +36,10 @@ void _mt_vdev_free(mt_device_t *d);
 /* Runs a kernel of dur_ns on stream s: it starts when the stream is free
  * and the host has issued it. Returns 0. */
 int _mt_vdev_kernel(mt_device_t *d, mt_handle_t s, uint64_t dur_ns);
+/* When the application's streams (0..63) have finished all issued work. */
+uint64_t _mt_vdev_app_time(mt_device_t *d);
+/* When stream s has finished everything issued on it so far. */
+uint64_t _mt_vdev_stream_time(mt_device_t *d, mt_handle_t s);
 /* Finishes every timeline and returns the totals. */
 void _mt_vdev_totals(mt_device_t *d, mt_vdev_totals_t *out);
 

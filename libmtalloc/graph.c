@@ -134,7 +134,7 @@ int _mt_graph_launch(mt_handle_t exec, mt_handle_t s, mt_forward_fn fwd, void *c
   mt_stat_add(launches, 1);
   pthread_mutex_lock(&p->lock);
   mt_graph_fp_t *g = find(p, FP_EXEC, exec);
-  int rc = _mt_launch_regions(p, g ? g->addr : NULL, g ? g->n : 0, s, fwd, ctx);
+  int rc = _mt_launch_regions(p, g ? g->addr : NULL, g ? g->n : 0, s, fwd, ctx, "graph launch");
   pthread_mutex_unlock(&p->lock);
   return rc;
 }

@@ -189,9 +189,9 @@ static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle
   size_t need = 0;
   for (size_t i = 0; i < fp->n; i++) need += _mt_region_bytes(p, fp->r[i]);
   if (need + p->pinned > p->budget) {
-    mt_error("%s %s needs %zu bytes resident at once (%zu buffers), more than MT_MAX_VRAM=%zu "
+    mt_error("%s%s%s needs %zu bytes resident at once (%zu buffers), more than MT_MAX_VRAM=%zu "
              "leaves after %zu bytes that stay on the device; raise MT_MAX_VRAM or split the work",
-             what, f ? kernel_name(f) : "", need, fp->n, p->budget, p->pinned);
+             what, f ? " " : "", f ? kernel_name(f) : "", need, fp->n, p->budget, p->pinned);
     return -E2BIG;
   }
   for (size_t i = 0; i < fp->n; i++) {
@@ -199,8 +199,8 @@ static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle
     int rc = _mt_region_resident(p, fp->r[i], s, true);
     if (rc < 0) {
       if (rc == -E2BIG)
-        mt_error("%s %s: could not make its %zu bytes resident within MT_MAX_VRAM=%zu (the rest "
-                 "is held by work in flight)", what, f ? kernel_name(f) : "", need, p->budget);
+        mt_error("%s%s%s: could not make its %zu bytes resident within MT_MAX_VRAM=%zu (the rest "
+                 "is held by work in flight)", what, f ? " " : "", f ? kernel_name(f) : "", need, p->budget);
       return rc;
     }
   }
@@ -241,12 +241,13 @@ int _mt_launch(CUfunction f, void **params, void **extra, mt_handle_t s, mt_forw
 }
 
 /* graph.c needs the same guarantee for a graph's recorded footprint. */
-int _mt_launch_regions(mt_pager_t *p, uintptr_t *addrs, size_t n, mt_handle_t s, mt_forward_fn fwd, void *ctx) {
+int _mt_launch_regions(mt_pager_t *p, uintptr_t *addrs, size_t n, mt_handle_t s, mt_forward_fn fwd, void *ctx,
+                       const char *what) {
   footprint_t fp = {.r = NULL, .n = 0, .cap = 64};
   fp.r = fp.inline_r;
   p->epoch++;
   for (size_t i = 0; i < n; i++) fp_add(p, &fp, addrs[i]);
-  int rc = launch_locked(p, &fp, NULL, s, fwd, ctx, "graph launch", "cuGraphLaunch");
+  int rc = launch_locked(p, &fp, NULL, s, fwd, ctx, what, what);
   if (fp.r != fp.inline_r) free(fp.r);
   return rc;
 }

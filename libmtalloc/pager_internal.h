@@ -220,7 +220,9 @@ int _mt_small_init(mt_pager_t *p, size_t small_limit);
  * looked up again at cuGraphLaunch, when the regions must be resident. */
 bool _mt_capturing(mt_pager_t *p, mt_handle_t s);
 void _mt_capture_add(mt_pager_t *p, mt_handle_t s, uintptr_t region_addr);
-/* launch.c: makes the regions at addrs resident, forwards, holds them. */
-int _mt_launch_regions(mt_pager_t *p, uintptr_t *addrs, size_t n, mt_handle_t s, mt_forward_fn fwd, void *ctx);
+/* launch.c: makes the regions at addrs resident, forwards, holds them;
+ * what names the work in messages ("graph launch"). */
+int _mt_launch_regions(mt_pager_t *p, uintptr_t *addrs, size_t n, mt_handle_t s, mt_forward_fn fwd, void *ctx,
+                       const char *what);
 
 #endif

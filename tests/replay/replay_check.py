@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Description: mt-trace replay end to end on a synthetic transformer trace.
+
+Usage: replay_check.py MT_TRACE CONF WORKDIR
+
+With room for everything the replay equals the ideal and moves nothing; in
+a memory far smaller than the footprint it pages, takes longer than ideal,
+and never fetches fewer chunks than Belady's MIN (which has at least as
+much room: the pager's small pool takes part of the budget); the JSON keys
+the issue names are there; bad input exits 2 with a message; a footprint
+that cannot fit exits 1.
+"""
+import json
+import os
+import subprocess
+import sys
+
+mt, conf, work = sys.argv[1:4]
+trace = os.path.join(work, "replay_tiny.trace")
+fails = []
+
+
+def run(*args):
+    return subprocess.run([mt, *args], capture_output=True, text=True)
+
+
+def check(cond, what):
+    print(("ok    " if cond else "FAIL  ") + what)
+    if not cond:
+        fails.append(what)
+
+
+r = run("synth", "--model", conf, "--iterations", "3", "-o", trace)
+check(r.returncode == 0, "synth wrote the trace: " + r.stderr.strip())
+
+big = run("replay", trace, "--gpu-mem", "4G", "--host-mem", "1G", "--json")
+check(big.returncode == 0, "replay with room for everything: " + big.stderr.strip())
+b = json.loads(big.stdout)
+for key in ["sim_s", "ideal_s", "pct_of_ideal", "stall_s", "bytes_h2d", "bytes_d2h",
+            "bytes_nvme_read", "bytes_nvme_write", "belady_bytes"]:
+    check(key in b, "JSON has " + key)
+check(abs(b["sim_s"] - b["ideal_s"]) < 1e-9, "unlimited memory: sim == ideal (%g, %g)" % (b["sim_s"], b["ideal_s"]))
+check(b["bytes_h2d"] == 0 and b["bytes_d2h"] == 0 and b["belady_bytes"] == 0, "unlimited memory: nothing moves")
+check(b["iterations"] == 3 and len(b["iter_sim_s"]) == 3, "three iterations reported")
+
+small = run("replay", trace, "--gpu-mem", "64M", "--host-mem", "1G", "--pcie-bw", "1G", "--json")
+check(small.returncode == 0, "replay in 64 MiB: " + small.stderr.strip())
+s = json.loads(small.stdout)
+check(s["fetches"] > 0 and s["evictions_dirty"] > 0, "64 MiB pages (%d fetches)" % s["fetches"])
+check(s["sim_s"] > s["ideal_s"], "64 MiB is slower than ideal (%g > %g)" % (s["sim_s"], s["ideal_s"]))
+check(abs(s["ideal_s"] - b["ideal_s"]) < 1e-9, "the ideal does not depend on memory")
+check(s["fetches"] >= s["belady_fetches"], "LRU fetches %d >= MIN's %d" % (s["fetches"], s["belady_fetches"]))
+check(s["bytes_h2d"] == s["fetches"] * 2 * 1024 * 1024, "bytes_h2d counts whole chunks")
+check(0 < s["pct_of_ideal"] < 100, "pct_of_ideal in (0, 100): %g" % s["pct_of_ideal"])
+
+one = run("replay", trace, "--gpu-mem", "64M", "--host-mem", "1G", "--iterations", "1", "--json")
+check(one.returncode == 0 and json.loads(one.stdout)["iterations"] == 1, "--iterations 1 stops after one")
+
+tiny = run("replay", trace, "--gpu-mem", "8M", "--host-mem", "1G")
+check(tiny.returncode == 1 and "cannot run" in tiny.stderr, "a launch larger than --gpu-mem: exit 1 with a message")
+
+for args, what in [((trace, "--gpu-mem", "12Q"), "bad size"), ((trace, "--policy", "fifo"), "unknown policy"),
+                   ((trace, "--pcie-bw", "-3"), "bad bandwidth"), (("/nonexistent",), "missing file"),
+                   ((trace, "--gpu-mem", "1G", "--bogus"), "unknown option")]:
+    r = run("replay", *args)
+    check(r.returncode == 2 and r.stderr.strip() != "", what + ": exit 2 with a message")
+
+with open(trace, "rb") as f:
+    data = f.read()
+cut = os.path.join(work, "replay_cut.trace")
+with open(cut, "wb") as f:
+    f.write(data[: len(data) // 2 + 3])
+r = run("replay", cut, "--gpu-mem", "1G")
+check(r.returncode == 2 and "byte" in r.stderr, "truncated trace: exit 2 naming the byte")
+
+print("replay_check: %d failed" % len(fails))
+sys.exit(1 if fails else 0)

@@ -1,0 +1,453 @@
+/*
+ * replay.c - mt-trace replay: what the pager would do under other budgets.
+ *
+ * The trace's allocations, frees and launches drive the library's own pager
+ * (libmtalloc/pager.c, the same policy code) on the virtual-clock device:
+ * kernels take their recorded time, copies take bytes / bandwidth on their
+ * link, the host waits where the pager waits. What the recorded run's own
+ * pager did (its COPY, FETCH, EVICT and STALL records) is ignored: those
+ * are the decisions being re-made. Alongside, the chunk access sequence is
+ * kept for the Belady bound (belady.c).
+ *
+ * Kernel times: dur_ns when the trace has it (synthetic and imported
+ * traces); for a recorded trace (dur_ns 0), the time to the next record,
+ * an upper bound on a kernel the host issued asynchronously.
+ * The ideal time is the sum of kernel times on the busiest stream: the run
+ * with unlimited GPU memory.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "belady.h"
+#include "commands.h"
+#include "device_virtual.h"
+#include "internal.h"
+#include "pager.h"
+#include "pager_internal.h"
+#include "stats.h"
+#include "trace_io.h"
+
+#define MAX_STREAMS 64
+
+typedef struct replay {
+  mt_pager_t *p;
+  mt_device_t *dev;
+  belady_t *bel;
+  uintptr_t *addr;         /* region id -> address (0: not live) */
+  uint32_t *nchunks;       /* region id -> chunks (0: small, stays resident) */
+  size_t nregions;
+  uint64_t stream_kernel_ns[MAX_STREAMS];
+  uint64_t launches, iterations;
+  /* per iteration: the app streams' time at its start, and kernel time in it */
+  uint64_t *iter_start, *iter_kernel;
+  size_t iter_cap;
+  uint64_t stream0_end;    /* the app streams' time when the replay stopped */
+  uint64_t *keys;          /* scratch: a launch's chunk keys */
+  size_t nkeys_cap;
+  char err[256];
+} replay_t;
+
+/* Iteration i ends where i+1 starts, the last one when the app streams finished. */
+static uint64_t iter_end(const replay_t *r, uint64_t i, uint64_t now) {
+  (void)now;
+  return i + 1 < r->iterations && r->iter_start ? r->iter_start[i + 1] : r->stream0_end;
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: mt-trace replay TRACE [options]\n"
+          "\n"
+          "Replays the trace's allocations, frees and launches through mtalloc's pager\n"
+          "on a virtual-clock device and reports what it would cost.\n"
+          "\n"
+          "  --gpu-mem SIZE        GPU memory for the pager (default: the trace's budget)\n"
+          "  --host-mem SIZE       pinned host memory (default: the trace's, else 1T)\n"
+          "  --pcie-bw BYTES/S     each direction of the host link (default 25G)\n"
+          "  --h2d-bw, --d2h-bw    one direction only\n"
+          "  --nvme-read-bw, --nvme-write-bw BYTES/S\n"
+          "                        accepted for scripts; the NVMe tier is not built yet,\n"
+          "                        so no replay moves bytes to NVMe\n"
+          "  --policy NAME         eviction policy (lru)\n"
+          "  --predictor NAME      access-order predictor (none)\n"
+          "  --iterations N        replay only the first N iterations\n"
+          "  --chunk SIZE          paging unit (default: the trace's, else 2M)\n"
+          "  --json                one JSON object instead of text\n"
+          "  -h, --help            this help\n"
+          "\n"
+          "SIZE takes binary suffixes (24G = 24 GiB); BYTES/S takes decimal ones\n"
+          "(25G = 25e9 bytes/s).\n"
+          "\n"
+          "Output (JSON keys): sim_s (simulated time), ideal_s (unlimited GPU memory),\n"
+          "pct_of_ideal (ideal/sim, %%), stall_s (sim - ideal), bytes_h2d, bytes_d2h,\n"
+          "bytes_nvme_read, bytes_nvme_write, fetches, evictions_dirty, evictions_clean,\n"
+          "belady_bytes (bytes MIN eviction with perfect knowledge moves within the same\n"
+          "GPU memory), launches, iterations, coverage/accuracy/timeliness (null: no\n"
+          "prefetcher), replay_wall_s, replay_max_rss_bytes, and per iteration (ITER\n"
+          "records) iter_sim_s and iter_ideal_s.\n"
+          "Exit: 0 ok, 2 bad option or trace, 1 the workload cannot run in that memory.\n");
+}
+
+/* 25G -> 25e9; plain numbers and exponents too */
+static int parse_bw(const char *s, double *out) {
+  char *end;
+  double v = strtod(s, &end);
+  double mul = 1;
+  switch (*end) {
+    case 'k': case 'K': mul = 1e3; end++; break;
+    case 'm': case 'M': mul = 1e6; end++; break;
+    case 'g': case 'G': mul = 1e9; end++; break;
+    case 't': case 'T': mul = 1e12; end++; break;
+    default: break;
+  }
+  if (end == s || *end != '\0' || !(v > 0) || !isfinite(v)) return -EINVAL;
+  *out = v * mul;
+  return 0;
+}
+
+static int grow_regions(replay_t *r, uint64_t id) {
+  if (id < r->nregions) return 0;
+  size_t n = r->nregions ? r->nregions : 1024;
+  while (n <= id) n *= 2;
+  uintptr_t *a = realloc(r->addr, n * sizeof(*a));
+  if (a == NULL) return -ENOMEM;
+  r->addr = a;
+  uint32_t *c = realloc(r->nchunks, n * sizeof(*c));
+  if (c == NULL) return -ENOMEM;
+  r->nchunks = c;
+  memset(r->addr + r->nregions, 0, (n - r->nregions) * sizeof(*a));
+  memset(r->nchunks + r->nregions, 0, (n - r->nregions) * sizeof(*c));
+  r->nregions = n;
+  return 0;
+}
+
+typedef struct kctx {
+  mt_device_t *dev;
+  mt_handle_t s;
+  uint64_t dur;
+} kctx_t;
+
+static int run_kernel(void *vctx) {
+  kctx_t *k = vctx;
+  return _mt_vdev_kernel(k->dev, k->s, k->dur);
+}
+
+static int do_launch(replay_t *r, const mt_trace_launch_t *l, uint64_t dur, uint64_t off) {
+  const mt_trace_span_t *foot = (const mt_trace_span_t *)(l + 1);
+  uintptr_t stackbuf[64];
+  uintptr_t *addrs = l->nfoot <= 64 ? stackbuf : malloc(l->nfoot * sizeof(uintptr_t));
+  if (addrs == NULL) return -ENOMEM;
+  uint32_t n = 0;
+  size_t nk = 0;
+  for (uint32_t i = 0; i < l->nfoot; i++) {
+    uint64_t id = foot[i].region;
+    if (id >= r->nregions || r->addr[id] == 0) {
+      snprintf(r->err, sizeof(r->err), "byte %" PRIu64 ": launch uses region %" PRIu64 ", which is not allocated",
+               off, id);
+      if (addrs != stackbuf) free(addrs);
+      return -EINVAL;
+    }
+    addrs[n++] = r->addr[id] + foot[i].offset;
+    for (uint32_t c = 0; c < r->nchunks[id]; c++) {
+      if (nk == r->nkeys_cap) {
+        size_t cap = r->nkeys_cap ? r->nkeys_cap * 2 : 4096;
+        uint64_t *nkeys = realloc(r->keys, cap * sizeof(uint64_t));
+        if (nkeys == NULL) return -ENOMEM;
+        r->keys = nkeys;
+        r->nkeys_cap = cap;
+      }
+      r->keys[nk++] = id << 24 | c;
+    }
+  }
+  int rc = belady_launch(r->bel, r->keys, (uint32_t)nk);
+  uint32_t s = l->stream % MAX_STREAMS;
+  kctx_t k = {r->dev, s, dur};
+  if (rc == 0) {
+    pthread_mutex_lock(&r->p->lock);
+    mt_stat_add(launches, 1);
+    rc = _mt_launch_regions(r->p, addrs, n, s, run_kernel, &k, "replayed launch");
+    pthread_mutex_unlock(&r->p->lock);
+  }
+  if (addrs != stackbuf) free(addrs);
+  if (rc < 0) {
+    snprintf(r->err, sizeof(r->err), "byte %" PRIu64 ": launch %" PRIu64 " cannot run: %s", off, r->launches,
+             rc == -E2BIG || rc == -ENOMEM ? "its footprint does not fit in --gpu-mem (see above)" : strerror(-rc));
+    return rc;
+  }
+  r->stream_kernel_ns[s] += dur;
+  r->launches++;
+  if (r->iterations > 0) r->iter_kernel[r->iterations - 1] += dur;
+  return 0;
+}
+
+int mt_cmd_replay(int argc, char **argv) {
+  static const struct option opts[] = {
+    {"gpu-mem", required_argument, 0, 'g'},  {"host-mem", required_argument, 0, 'm'},
+    {"pcie-bw", required_argument, 0, 'b'},  {"h2d-bw", required_argument, 0, 'H'},
+    {"d2h-bw", required_argument, 0, 'D'},   {"nvme-read-bw", required_argument, 0, 'r'},
+    {"nvme-write-bw", required_argument, 0, 'w'}, {"policy", required_argument, 0, 'p'},
+    {"predictor", required_argument, 0, 'P'}, {"iterations", required_argument, 0, 'i'},
+    {"chunk", required_argument, 0, 'c'},    {"json", no_argument, 0, 'j'},
+    {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
+  };
+  uint64_t gpu = 0, host = 0, chunk = 0, iters = UINT64_MAX;
+  double h2d = 25e9, d2h = 25e9, bw_unused;
+  const char *policy = "lru";
+  bool json = false;
+  optind = 1;
+  int c;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    int64_t iv;
+    int bad = 0;
+    switch (c) {
+      case 'g': bad = _mt_parse_size(optarg, &gpu); break;
+      case 'm': bad = _mt_parse_size(optarg, &host); break;
+      case 'c': bad = _mt_parse_size(optarg, &chunk); break;
+      case 'b': bad = parse_bw(optarg, &h2d); d2h = h2d; break;
+      case 'H': bad = parse_bw(optarg, &h2d); break;
+      case 'D': bad = parse_bw(optarg, &d2h); break;
+      case 'r': case 'w': bad = parse_bw(optarg, &bw_unused); break;
+      case 'p':
+        policy = optarg;
+        if (_mt_policy_find(policy) == NULL) {
+          fprintf(stderr, "mt-trace replay: unknown policy '%s' (available: lru)\n", optarg);
+          return 2;
+        }
+        break;
+      case 'P':
+        if (strcmp(optarg, "none") != 0) {
+          fprintf(stderr, "mt-trace replay: unknown predictor '%s' (available: none)\n", optarg);
+          return 2;
+        }
+        break;
+      case 'i':
+        bad = _mt_parse_int(optarg, 1, INT64_MAX, &iv);
+        if (!bad) iters = (uint64_t)iv;
+        break;
+      case 'j': json = true; break;
+      case 'h': usage(stdout); return 0;
+      default: usage(stderr); return 2;
+    }
+    if (bad) {
+      const char *name = "?";
+      for (const struct option *o = opts; o->name; o++)
+        if (o->val == c) name = o->name;
+      fprintf(stderr, "mt-trace replay: bad value '%s' for --%s (see --help)\n", optarg, name);
+      return 2;
+    }
+  }
+  if (optind + 1 != argc) {
+    usage(stderr);
+    return 2;
+  }
+  const char *path = argv[optind];
+  char err[512];
+  mt_trace_reader_t *tr;
+  if (mt_trace_open(path, &tr, err, sizeof(err)) < 0) {
+    fprintf(stderr, "mt-trace replay: %s\n", err);
+    return 2;
+  }
+  const mt_trace_header_t *th = mt_trace_header(tr);
+  if (gpu == 0) gpu = th->gpu_budget;
+  if (gpu == 0) {
+    fprintf(stderr, "mt-trace replay: the trace records no GPU budget; give --gpu-mem\n");
+    mt_trace_close(tr);
+    return 2;
+  }
+  if (host == 0) host = th->host_budget ? th->host_budget : (uint64_t)1 << 40;
+  if (chunk == 0) chunk = th->chunk_bytes ? th->chunk_bytes : (uint64_t)2 << 20;
+  if (chunk < ((uint64_t)2 << 20) || (chunk & (chunk - 1))) {
+    fprintf(stderr, "mt-trace replay: --chunk must be a power of two of at least 2M\n");
+    mt_trace_close(tr);
+    return 2;
+  }
+  struct timespec w0, w1;
+  clock_gettime(CLOCK_MONOTONIC, &w0);
+  _mt_log_configure(MT_LOG_ERROR, -2);
+
+  mt_vdev_config_t vc = {.gpu_mem = gpu, .h2d_bw = h2d, .d2h_bw = d2h, .copy_latency_ns = 2000};
+  replay_t r = {0};
+  r.dev = _mt_vdev_new(&vc);
+  mt_pager_config_t pc = {.budget = gpu, .host_budget = host, .chunk = chunk,
+                          .small_limit = (size_t)1 << 20, .policy = policy, .host_map = false};
+  int rc = r.dev ? _mt_pager_create(r.dev, &pc, &r.p) : -ENOMEM;
+  if (rc < 0) {
+    fprintf(stderr, "mt-trace replay: cannot set up the pager: %s\n", strerror(-rc));
+    mt_trace_close(tr);
+    return 1;
+  }
+  _mt_pager_install(r.p);
+  r.bel = belady_new(r.p->budget / r.p->chunk, r.p->chunk);
+
+  int exit_code = 0;
+  const mt_trace_rec_t *rec;
+  /* a recorded launch without a duration waits for the next record's time */
+  static char pending_buf[MT_TRACE_REC_MAX];
+  bool pending = false;
+  uint64_t pending_off = 0, nrec = 0;
+  while ((rc = mt_trace_next(tr, &rec)) == 1) {
+    uint64_t off = mt_trace_offset(tr);
+    if (pending) {
+      const mt_trace_launch_t *pl = (const mt_trace_launch_t *)pending_buf;
+      uint64_t dur = rec->t_ns > pl->h.t_ns ? rec->t_ns - pl->h.t_ns : 0;
+      pending = false;
+      if ((rc = do_launch(&r, pl, dur, pending_off)) < 0) break;
+    }
+    if ((++nrec & 0xfff) == 0) mt_progress("replay", off, mt_trace_size(tr));
+    switch (rec->type) {
+      case MT_TR_ALLOC: {
+        const mt_trace_alloc_t *a = (const mt_trace_alloc_t *)rec;
+        uintptr_t va;
+        if ((rc = grow_regions(&r, a->region)) < 0) break;
+        if (r.addr[a->region] != 0) {
+          snprintf(r.err, sizeof(r.err), "byte %" PRIu64 ": region %" PRIu64 " allocated twice", off, a->region);
+          rc = -EINVAL;
+          break;
+        }
+        if ((rc = _mt_alloc(a->bytes, &va)) < 0) {
+          snprintf(r.err, sizeof(r.err), "byte %" PRIu64 ": allocation of %" PRIu64 " bytes fails: GPU and host "
+                   "memory are full (%s)", off, a->bytes, strerror(-rc));
+          break;
+        }
+        r.addr[a->region] = va;
+        r.nchunks[a->region] = a->bytes >= pc.small_limit ? (uint32_t)((a->bytes + r.p->chunk - 1) / r.p->chunk) : 0;
+        break;
+      }
+      case MT_TR_FREE: {
+        const mt_trace_free_t *f = (const mt_trace_free_t *)rec;
+        if (f->region >= r.nregions || r.addr[f->region] == 0) {
+          snprintf(r.err, sizeof(r.err), "byte %" PRIu64 ": free of region %" PRIu64 ", which is not allocated",
+                   off, f->region);
+          rc = -EINVAL;
+          break;
+        }
+        bool async = f->h.flags & MT_TRF_ASYNC;
+        rc = _mt_free(r.addr[f->region], async ? f->stream % MAX_STREAMS : 0, async);
+        if (rc == 0 && r.nchunks[f->region]) rc = belady_free_region(r.bel, f->region, r.nchunks[f->region]);
+        r.addr[f->region] = 0;
+        break;
+      }
+      case MT_TR_LAUNCH: {
+        const mt_trace_launch_t *l = (const mt_trace_launch_t *)rec;
+        if (l->dur_ns == 0 && th->clock == MT_TRACE_CLOCK_MONOTONIC) {
+          memcpy(pending_buf, rec, rec->size);
+          pending = true;
+          pending_off = off;
+        } else {
+          rc = do_launch(&r, l, l->dur_ns, off);
+        }
+        break;
+      }
+      case MT_TR_ITER: {
+        if (r.iterations >= iters) goto done;
+        if (r.iterations == r.iter_cap) {
+          r.iter_cap = r.iter_cap ? r.iter_cap * 2 : 16;
+          uint64_t *a = realloc(r.iter_start, r.iter_cap * sizeof(uint64_t));
+          uint64_t *b = a ? realloc(r.iter_kernel, r.iter_cap * sizeof(uint64_t)) : NULL;
+          if (a) r.iter_start = a;
+          if (b == NULL) {
+            rc = -ENOMEM;
+            break;
+          }
+          r.iter_kernel = b;
+        }
+        r.iter_start[r.iterations] = _mt_vdev_app_time(r.dev);
+        r.iter_kernel[r.iterations] = 0;
+        r.iterations++;
+        break;
+      }
+      default:
+        break; /* the recorded run's own moves, names, optimizer steps */
+    }
+    if (rc < 0) break;
+  }
+done:
+  mt_progress_end();
+  if (rc == 0 && pending) rc = do_launch(&r, (const mt_trace_launch_t *)pending_buf, 0, pending_off);
+  if (rc < 0 && r.err[0] == 0) snprintf(r.err, sizeof(r.err), "%s", mt_trace_error(tr));
+  if (rc < 0) {
+    fprintf(stderr, "mt-trace replay: %s: %s\n", path, r.err);
+    exit_code = rc == -EINVAL || rc == -EIO ? 2 : 1;
+  }
+  r.stream0_end = _mt_vdev_app_time(r.dev);
+  if (r.iterations == 0) r.iterations = 1;
+
+  belady_result_t br = {0};
+  if (exit_code == 0 && belady_finish(r.bel, &br) < 0) {
+    fprintf(stderr, "mt-trace replay: out of memory computing the Belady bound\n");
+    exit_code = 1;
+  }
+  mt_vdev_totals_t t;
+  _mt_vdev_totals(r.dev, &t);
+  clock_gettime(CLOCK_MONOTONIC, &w1);
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  uint64_t niter_marked = r.iter_start ? r.iterations : 0;
+  if (exit_code == 0) {
+    uint64_t ideal = 0;
+    for (int s = 0; s < MAX_STREAMS; s++)
+      if (r.stream_kernel_ns[s] > ideal) ideal = r.stream_kernel_ns[s];
+    double sim_s = (double)t.now_ns / 1e9, ideal_s = (double)ideal / 1e9;
+    double pct = t.now_ns ? 100.0 * (double)ideal / (double)t.now_ns : 100.0;
+    double stall_s = sim_s > ideal_s ? sim_s - ideal_s : 0;
+    double wall = (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) / 1e9;
+    uint64_t rss = (uint64_t)ru.ru_maxrss * 1024;
+    uint64_t bel = br.fetch_bytes + br.writeback_bytes;
+    if (json) {
+      printf("{\"trace\":\"%s\",\"gpu_mem\":%" PRIu64 ",\"host_mem\":%" PRIu64 ",\"h2d_bw\":%.0f,\"d2h_bw\":%.0f,"
+             "\"policy\":\"%s\",\"predictor\":\"none\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
+             "\"stall_s\":%.6f,\"bytes_h2d\":%" PRIu64 ",\"bytes_d2h\":%" PRIu64 ",\"bytes_nvme_read\":0,"
+             "\"bytes_nvme_write\":0,\"fetches\":%llu,\"evictions_dirty\":%llu,\"evictions_clean\":%llu,"
+             "\"belady_bytes\":%" PRIu64 ",\"belady_fetches\":%" PRIu64 ",\"belady_writebacks\":%" PRIu64 ","
+             "\"launches\":%" PRIu64 ",\"iterations\":%" PRIu64 ",\"coverage\":null,\"accuracy\":null,"
+             "\"timeliness\":null,\"replay_wall_s\":%.3f,\"replay_max_rss_bytes\":%" PRIu64 ",",
+             path, (uint64_t)r.p->budget, (uint64_t)r.p->host_budget, h2d, d2h, policy, sim_s, ideal_s, pct,
+             stall_s, t.bytes_h2d, t.bytes_d2h, (unsigned long long)mt_stat_get(fetches),
+             (unsigned long long)mt_stat_get(evictions_dirty), (unsigned long long)mt_stat_get(evictions_clean),
+             bel, br.fetches, br.writebacks, r.launches, r.iterations, wall, rss);
+      /* per iteration (from ITER records): simulated and ideal seconds */
+      printf("\"iter_sim_s\":[");
+      for (uint64_t i = 0; i < niter_marked; i++)
+        printf("%s%.6f", i ? "," : "", (double)(iter_end(&r, i, t.now_ns) - r.iter_start[i]) / 1e9);
+      printf("],\"iter_ideal_s\":[");
+      for (uint64_t i = 0; i < niter_marked; i++) printf("%s%.6f", i ? "," : "", (double)r.iter_kernel[i] / 1e9);
+      printf("]}\n");
+    } else {
+      printf("replay of %s: %" PRIu64 " launches, %" PRIu64 " iteration(s)\n", path, r.launches, r.iterations);
+      printf("  GPU memory %.2f GiB, host %.2f GiB, link %.1f/%.1f GB/s, policy %s, predictor none\n",
+             (double)r.p->budget / (1 << 30), (double)r.p->host_budget / (1 << 30), h2d / 1e9, d2h / 1e9, policy);
+      printf("  simulated time   %12.3f s\n", sim_s);
+      printf("  ideal time       %12.3f s   (unlimited GPU memory)\n", ideal_s);
+      printf("  of ideal         %12.1f %%\n", pct);
+      printf("  stall time       %12.3f s\n", stall_s);
+      printf("  host-to-device   %12.3f GB   (%llu chunk fetches)\n", (double)t.bytes_h2d / 1e9,
+             (unsigned long long)mt_stat_get(fetches));
+      printf("  device-to-host   %12.3f GB   (%llu dirty, %llu clean evictions)\n", (double)t.bytes_d2h / 1e9,
+             (unsigned long long)mt_stat_get(evictions_dirty), (unsigned long long)mt_stat_get(evictions_clean));
+      printf("  NVMe read/write  %12.3f GB   (no NVMe tier yet)\n", 0.0);
+      printf("  Belady bound     %12.3f GB   (%" PRIu64 " fetches, %" PRIu64 " write-backs%s)\n", (double)bel / 1e9,
+             br.fetches, br.writebacks, br.infeasible ? "; some launch alone exceeds the memory" : "");
+      printf("  prefetch         n/a (no predictor)\n");
+      for (uint64_t i = 0; i < niter_marked; i++) {
+        double is = (double)(iter_end(&r, i, t.now_ns) - r.iter_start[i]) / 1e9, ii = (double)r.iter_kernel[i] / 1e9;
+        printf("  iteration %-4" PRIu64 " %10.3f s simulated, %10.3f s ideal, %5.1f %% of ideal\n", i, is, ii,
+               is > 0 ? 100 * ii / is : 100.0);
+      }
+      printf("  replay took %.2f s, %.1f MiB peak memory\n", wall, (double)rss / (1 << 20));
+    }
+  }
+  belady_free(r.bel);
+  free(r.addr);
+  free(r.nchunks);
+  free(r.keys);
+  free(r.iter_start);
+  free(r.iter_kernel);
+  mt_trace_close(tr);
+  return exit_code;
+}

@@ -1,0 +1,660 @@
+/*
+ * synth.c - `mt-trace synth --model CONFIG -o TRACE [--iterations N]`: the
+ * trace of a transformer's training iterations (forward, backward, Adam),
+ * with tensor sizes and lifetimes as a framework without recomputation
+ * would have them, at any scale: a 100B model is a few thousand launches
+ * per iteration and is written in well under a second.
+ *
+ * The model (a config file of `key = value` lines, see usage()) is a
+ * decoder-only transformer: token embedding (+ learned positions), L layers
+ * of pre-norm attention and MLP, a final norm, an LM head (tied to the
+ * embedding or not) and a cross-entropy loss. Every parameter is its own
+ * tensor (weight and bias separately), as with a caching-free allocator.
+ *
+ * Persistent tensors, allocated at the start in this order and never freed:
+ * the weights (module order), their gradients, fp32 master weights when the
+ * dtype is 16-bit, then Adam's m and v (fp32) parameter by parameter.
+ *
+ * One micro-batch (T = micro_batch * seq tokens, d = dtype bytes):
+ *   forward, per layer, x = the layer's input (T x hidden):
+ *     layernorm(x) -> ln1, stats | gemm ln1 -> qkv | flash attention qkv ->
+ *     att, lse | gemm att -> proj | add x + proj -> h1 | layernorm(h1) ->
+ *     ln2, stats | gemm ln2 -> up | gelu/swiglu up -> act | gemm act -> down
+ *     | add h1 + down -> next layer's x.
+ *   proj and down are temporaries, freed after the add that consumes them;
+ *   everything else is saved for the backward pass and freed right after
+ *   the last backward kernel that reads it.
+ *   then final layernorm, LM head (logits T x vocab), cross entropy.
+ *   backward in reverse: each matmul is two kernels (dgrad: input grad from
+ *   output grad and weight; wgrad: weight and bias grads from output grad
+ *   and saved input), norms and activations one kernel each, a grad_add
+ *   where the residual stream's two gradient paths meet, flash attention
+ *   backward one kernel, embedding backward a scatter into the grads.
+ * With grad_accum > 1 the micro-batch repeats; then one Adam kernel per
+ * parameter tensor reads and writes the weight (or master), grad, m and v.
+ *
+ * Kernel time (ideal, all data resident) is a roofline: max(FLOPs / tflops,
+ * bytes moved / mem_bw, min_kernel_us); matmuls count 2*M*N*K FLOPs, causal
+ * flash attention 2*b*s^2*hidden forward and 2.5 times that backward.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "commands.h"
+#include "synth_emit.h"
+#include "trace_io.h"
+
+#define WHO "mt-trace synth"
+#define SYNTH_MAX_ITERATIONS 100000
+
+/* ---- the model config ---------------------------------------------------- */
+
+typedef struct synth_model {
+  char name[64];
+  uint64_t layers, hidden, heads, ffn, vocab, seq, micro_batch, grad_accum;
+  uint64_t dtype;             /* bytes per element of weights and activations: 4 or 2 */
+  double tflops;              /* matmul throughput, 1e12 FLOP/s; default 100 */
+  double mem_bw;              /* memory bandwidth, GB/s (1e9 B/s); default 2000 */
+  double min_kernel_us;       /* shortest kernel, us; default 2 */
+  uint64_t swiglu;            /* activation: 0 gelu (ffn x1 up), 1 swiglu (fused gate+up, 2 x ffn) */
+  uint64_t rmsnorm;           /* norm: 0 layernorm (weight+bias), 1 rmsnorm (weight) */
+  uint64_t bias;              /* linear layers have biases: 1/0; default 1 */
+  uint64_t tied;              /* LM head shares the token embedding: 1/0; default 1 */
+  uint64_t learned_pos;       /* position embedding: 1 learned (seq x hidden), 0 none (rotary) */
+  uint64_t optimizer;         /* 0 adam, 1 adamw: the same memory traffic */
+} synth_model_t;
+
+enum key_type { K_UINT, K_REAL, K_NAME, K_ENUM };
+
+typedef struct key_def {
+  const char *key;
+  enum key_type type;
+  size_t off;
+  bool required;
+  uint64_t max;               /* K_UINT: largest value (smallest is 1, or 0 for booleans) */
+  const char *choices;        /* K_ENUM: "a|b|c" -> 0, 1, 2 (fp32|bf16|fp16 -> 4, 2, 2) */
+} key_def_t;
+
+#define KOFF(f) offsetof(synth_model_t, f)
+static const key_def_t KEYS[] = {
+    {"name", K_NAME, KOFF(name), false, 0, NULL},
+    {"layers", K_UINT, KOFF(layers), true, 100000, NULL},
+    {"hidden", K_UINT, KOFF(hidden), true, 1u << 20, NULL},
+    {"heads", K_UINT, KOFF(heads), true, 1u << 16, NULL},
+    {"ffn", K_UINT, KOFF(ffn), false, 1u << 22, NULL},
+    {"vocab", K_UINT, KOFF(vocab), true, 1u << 24, NULL},
+    {"seq", K_UINT, KOFF(seq), true, 1u << 24, NULL},
+    {"micro_batch", K_UINT, KOFF(micro_batch), false, 1u << 20, NULL},
+    {"dtype", K_ENUM, KOFF(dtype), false, 0, "fp32|bf16|fp16"},
+    {"grad_accum", K_UINT, KOFF(grad_accum), false, 10000, NULL},
+    {"tflops", K_REAL, KOFF(tflops), false, 0, NULL},
+    {"mem_bw", K_REAL, KOFF(mem_bw), false, 0, NULL},
+    {"min_kernel_us", K_REAL, KOFF(min_kernel_us), false, 0, NULL},
+    {"optimizer", K_ENUM, KOFF(optimizer), false, 0, "adam|adamw"},
+    {"activation", K_ENUM, KOFF(swiglu), false, 0, "gelu|swiglu"},
+    {"norm", K_ENUM, KOFF(rmsnorm), false, 0, "layernorm|rmsnorm"},
+    {"bias", K_ENUM, KOFF(bias), false, 0, "0|1"},
+    {"tie_embeddings", K_ENUM, KOFF(tied), false, 0, "0|1"},
+    {"pos_embedding", K_ENUM, KOFF(learned_pos), false, 0, "none|learned"},
+};
+#define NKEYS (sizeof KEYS / sizeof KEYS[0])
+
+static char *trim(char *s) {
+  while (*s == ' ' || *s == '\t') s++;
+  char *e = s + strlen(s);
+  while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == '\n')) e--;
+  *e = '\0';
+  return s;
+}
+
+/* Index of value in "a|b|c", or -1. */
+static int choice(const char *choices, const char *v) {
+  size_t n = strlen(v);
+  int i = 0;
+  for (const char *c = choices;; i++) {
+    const char *bar = strchr(c, '|');
+    size_t len = bar ? (size_t)(bar - c) : strlen(c);
+    if (len == n && strncmp(c, v, n) == 0) return i;
+    if (!bar) return -1;
+    c = bar + 1;
+  }
+}
+
+static int cfg_bad(const char *path, unsigned line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int cfg_bad(const char *path, unsigned line, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  if (line)
+    fprintf(stderr, WHO ": %s:%u: ", path, line);
+  else
+    fprintf(stderr, WHO ": %s: ", path);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  return 2;
+}
+
+static int set_key(synth_model_t *m, const key_def_t *k, const char *v, const char *path, unsigned line) {
+  char *p = (char *)m + k->off;
+  switch (k->type) {
+  case K_NAME:
+    if (strlen(v) >= sizeof m->name) return cfg_bad(path, line, "name: at most %zu characters", sizeof m->name - 1);
+    strcpy(p, v);
+    return 0;
+  case K_UINT: {
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (v[0] < '0' || v[0] > '9' || *end || errno || x < 1 || x > k->max)
+      return cfg_bad(path, line, "%s = '%s': expected a whole number from 1 to %llu", k->key, v,
+                     (unsigned long long)k->max);
+    *(uint64_t *)(void *)p = x;
+    return 0;
+  }
+  case K_REAL: {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    bool zero_ok = strcmp(k->key, "min_kernel_us") == 0;
+    if (end == v || *end || errno || !isfinite(x) || x < 0 || (x == 0 && !zero_ok) || x > 1e9)
+      return cfg_bad(path, line, "%s = '%s': expected a %s number", k->key, v, zero_ok ? "non-negative" : "positive");
+    *(double *)(void *)p = x;
+    return 0;
+  }
+  case K_ENUM: {
+    int c = choice(k->choices, v);
+    if (c < 0) return cfg_bad(path, line, "%s = '%s': expected one of %s", k->key, v, k->choices);
+    uint64_t x = (uint64_t)c;
+    if (k->off == KOFF(dtype)) x = c == 0 ? 4 : 2;
+    *(uint64_t *)(void *)p = x;
+    return 0;
+  }
+  }
+  return 2;
+}
+
+/* a*b*c with overflow check against limit. */
+static bool mul_ok(uint64_t a, uint64_t b, uint64_t c, uint64_t limit) {
+  uint64_t x;
+  return !__builtin_mul_overflow(a, b, &x) && !__builtin_mul_overflow(x, c, &x) && x <= limit;
+}
+
+/* Reads and checks a model config. Returns 0, or 2 after one message. */
+static int read_model(const char *path, synth_model_t *m) {
+  *m = (synth_model_t){.micro_batch = 1, .dtype = 4, .grad_accum = 1, .tflops = 100, .mem_bw = 2000,
+                       .min_kernel_us = 2, .bias = 1, .tied = 1, .learned_pos = 1};
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  snprintf(m->name, sizeof m->name, "%.*s", (int)strcspn(base, "."), base);
+  FILE *f = fopen(path, "r");
+  if (!f) return cfg_bad(path, 0, "cannot open: %s", strerror(errno));
+  unsigned seen[NKEYS] = {0};
+  char *buf = NULL;
+  size_t cap = 0;
+  unsigned line = 0;
+  int rc = 0;
+  while (!rc && getline(&buf, &cap, f) >= 0) {
+    line++;
+    char *hash = strchr(buf, '#');
+    if (hash) *hash = '\0';
+    char *s = trim(buf);
+    if (!*s) continue;
+    char *eq = strchr(s, '=');
+    if (!eq) {
+      rc = cfg_bad(path, line, "expected 'key = value', got '%.60s'", s);
+      break;
+    }
+    *eq = '\0';
+    char *key = trim(s), *val = trim(eq + 1);
+    if (!*key || !*val) {
+      rc = cfg_bad(path, line, "expected 'key = value' with both parts non-empty");
+      break;
+    }
+    size_t k = 0;
+    while (k < NKEYS && strcmp(KEYS[k].key, key) != 0) k++;
+    if (k == NKEYS) {
+      char known[512] = "";
+      for (size_t j = 0; j < NKEYS; j++) {
+        strcat(known, j ? ", " : "");
+        strcat(known, KEYS[j].key);
+      }
+      rc = cfg_bad(path, line, "unknown key '%.60s' (known: %s)", key, known);
+      break;
+    }
+    if (seen[k]) {
+      rc = cfg_bad(path, line, "%s is already set on line %u", key, seen[k]);
+      break;
+    }
+    seen[k] = line;
+    rc = set_key(m, &KEYS[k], val, path, line);
+  }
+  if (!rc && ferror(f)) rc = cfg_bad(path, 0, "read error");
+  free(buf);
+  fclose(f);
+  for (size_t k = 0; !rc && k < NKEYS; k++)
+    if (KEYS[k].required && !seen[k]) rc = cfg_bad(path, 0, "%s is missing (required: layers, hidden, heads, vocab, seq)", KEYS[k].key);
+  if (rc) return rc;
+  if (!m->ffn) m->ffn = 4 * m->hidden;
+  if (m->hidden % m->heads) return cfg_bad(path, 0, "hidden (%llu) is not a multiple of heads (%llu)",
+                                           (unsigned long long)m->hidden, (unsigned long long)m->heads);
+  /* The largest tensors must stay far from 64-bit overflow (1 PiB each). */
+  uint64_t t = m->micro_batch * m->seq, lim = 1ull << 50;
+  if (!mul_ok(t, m->vocab, 4, lim) || !mul_ok(t, m->ffn, 8, lim) || !mul_ok(m->vocab, m->hidden, 4, lim) ||
+      !mul_ok(m->hidden, m->ffn, 8, lim) || !mul_ok(t, m->seq, m->heads * 4, lim))
+    return cfg_bad(path, 0, "the model's tensors are too large (over 1 PiB)");
+  return 0;
+}
+
+/* ---- the trace ------------------------------------------------------------ */
+
+/* Parameters of one layer, in module order; absent ones have n == 0. */
+enum { P_LN1_W, P_LN1_B, P_QKV_W, P_QKV_B, P_O_W, P_O_B, P_LN2_W, P_LN2_B, P_UP_W, P_UP_B, P_DOWN_W,
+       P_DOWN_B, P_LAYER };
+/* Per-layer transient tensors: forward activations (A_), gradients (G_).
+ * A_X is the layer's input, G_X the gradient of it. */
+enum { A_X, A_LN1, A_LN1S, A_QKV, A_ATT, A_LSE, A_PROJ, A_H1, A_LN2, A_LN2S, A_UP, A_ACT, A_DOWN, G_ACT, G_UP,
+       G_LN2, G_H1P, G_H1, G_ATT, G_QKV, G_LN1, G_XP, G_X, A_LAYER };
+/* The model's top and bottom. */
+enum { F_TOK, F_LAB, F_X, F_LNF, F_LNFS, F_LOGITS, F_LOSS, F_DLOGITS, F_DLNF, F_DX, F_COUNT };
+
+typedef struct param {
+  uint64_t n;                 /* elements; 0 = absent */
+  uint32_t w, g, master, m, v; /* tensor handles; master UINT32_MAX when the weights are fp32 */
+} param_t;
+
+typedef struct synth {
+  const synth_model_t *m;
+  synth_emit_t *e;
+  param_t *p;                 /* all parameters, module order */
+  uint32_t np;
+  uint32_t *layer_p;          /* [layers][P_LAYER]: index into p, UINT32_MAX = absent */
+  uint32_t *layer_a;          /* [layers][A_LAYER]: tensor handles */
+  uint32_t wte, wpe, lnf_w, lnf_b, head; /* index into p (UINT32_MAX = absent) */
+  uint32_t top[F_COUNT];
+  uint64_t key;               /* next tensor key */
+  uint64_t f[32];             /* function ids by kernel kind */
+  uint64_t params;            /* total elements */
+} synth_t;
+
+enum { K_EMB_F, K_EMB_B, K_LN_F, K_LN_B, K_GEMM_F, K_GEMM_DG, K_GEMM_WG, K_ATT_F, K_ATT_B, K_ADD, K_GADD, K_ACT_F,
+       K_ACT_B, K_HEAD_F, K_HEAD_DG, K_HEAD_WG, K_CE_F, K_CE_B, K_ADAM, K_KINDS };
+
+static uint32_t tensor(synth_t *s, uint64_t bytes, bool persistent) {
+  return synth_emit_tensor(s->e, s->key++, bytes, persistent);
+}
+
+static uint32_t add_param(synth_t *s, uint64_t n) {
+  if (n == 0) return UINT32_MAX;
+  s->p[s->np] = (param_t){.n = n};
+  s->params += n;
+  return s->np++;
+}
+
+/* Declares every tensor and allocates the persistent ones. */
+static int layout(synth_t *s) {
+  const synth_model_t *m = s->m;
+  uint64_t h = m->hidden, f = m->ffn, fu = m->swiglu ? 2 * f : f, L = m->layers, nb = m->bias ? 1 : 0,
+           nn = m->rmsnorm ? 0 : 1, T = m->micro_batch * m->seq, d = m->dtype;
+  s->p = calloc(L * P_LAYER + 5, sizeof *s->p);
+  s->layer_p = malloc(L * P_LAYER * sizeof *s->layer_p);
+  s->layer_a = malloc(L * A_LAYER * sizeof *s->layer_a);
+  if (!s->p || !s->layer_p || !s->layer_a) return -ENOMEM;
+
+  s->wte = add_param(s, m->vocab * h);
+  s->wpe = add_param(s, m->learned_pos ? m->seq * h : 0);
+  for (uint64_t l = 0; l < L; l++) {
+    uint32_t *lp = &s->layer_p[l * P_LAYER];
+    const uint64_t n[P_LAYER] = {h, h * nn, h * 3 * h, 3 * h * nb, h * h, h * nb,
+                                 h, h * nn, h * fu,    fu * nb,    f * h, h * nb};
+    for (int i = 0; i < P_LAYER; i++) lp[i] = add_param(s, n[i]);
+  }
+  s->lnf_w = add_param(s, h);
+  s->lnf_b = add_param(s, h * nn);
+  s->head = m->tied ? s->wte : add_param(s, m->vocab * h);
+
+  for (uint32_t i = 0; i < s->np; i++) s->p[i].w = tensor(s, s->p[i].n * d, true);
+  for (uint32_t i = 0; i < s->np; i++) s->p[i].g = tensor(s, s->p[i].n * d, true);
+  for (uint32_t i = 0; i < s->np; i++) s->p[i].master = d == 4 ? UINT32_MAX : tensor(s, s->p[i].n * 4, true);
+  for (uint32_t i = 0; i < s->np; i++) {
+    s->p[i].m = tensor(s, s->p[i].n * 4, true);
+    s->p[i].v = tensor(s, s->p[i].n * 4, true);
+  }
+  /* Allocation order: weights, grads, masters, then m and v per parameter. */
+  for (uint32_t i = 0; i < s->np; i++) synth_emit_alloc(s->e, s->p[i].w);
+  for (uint32_t i = 0; i < s->np; i++) synth_emit_alloc(s->e, s->p[i].g);
+  for (uint32_t i = 0; i < s->np && d != 4; i++) synth_emit_alloc(s->e, s->p[i].master);
+  for (uint32_t i = 0; i < s->np; i++) {
+    synth_emit_alloc(s->e, s->p[i].m);
+    synth_emit_alloc(s->e, s->p[i].v);
+  }
+
+  uint64_t stats = T * 4 * (m->rmsnorm ? 1 : 2); /* fp32 mean and rstd per token */
+  uint64_t lse = m->micro_batch * m->heads * m->seq * 4;
+  const uint64_t ab[A_LAYER] = {
+      [A_X] = T * h * d,    [A_LN1] = T * h * d,   [A_LN1S] = stats,      [A_QKV] = T * 3 * h * d,
+      [A_ATT] = T * h * d,  [A_LSE] = lse,         [A_PROJ] = T * h * d,  [A_H1] = T * h * d,
+      [A_LN2] = T * h * d,  [A_LN2S] = stats,      [A_UP] = T * fu * d,   [A_ACT] = T * f * d,
+      [A_DOWN] = T * h * d, [G_ACT] = T * f * d,   [G_UP] = T * fu * d,   [G_LN2] = T * h * d,
+      [G_H1P] = T * h * d,  [G_H1] = T * h * d,    [G_ATT] = T * h * d,   [G_QKV] = T * 3 * h * d,
+      [G_LN1] = T * h * d,  [G_XP] = T * h * d,    [G_X] = T * h * d,
+  };
+  for (uint64_t l = 0; l < L; l++)
+    for (int i = 0; i < A_LAYER; i++) s->layer_a[l * A_LAYER + i] = tensor(s, ab[i], false);
+  const uint64_t fb[F_COUNT] = {
+      [F_TOK] = T * 4,          [F_LAB] = T * 4,     [F_X] = T * h * d,        [F_LNF] = T * h * d,
+      [F_LNFS] = stats,         [F_LOGITS] = T * m->vocab * d, [F_LOSS] = 4,   [F_DLOGITS] = T * m->vocab * d,
+      [F_DLNF] = T * h * d,     [F_DX] = T * h * d,
+  };
+  for (int i = 0; i < F_COUNT; i++) s->top[i] = tensor(s, fb[i], false);
+
+  static const char *const names[K_KINDS] = {
+      [K_EMB_F] = "embedding_fwd",     [K_EMB_B] = "embedding_bwd",    [K_LN_F] = "layernorm_fwd",
+      [K_LN_B] = "layernorm_bwd",      [K_GEMM_F] = "gemm_fwd",        [K_GEMM_DG] = "gemm_dgrad",
+      [K_GEMM_WG] = "gemm_wgrad",      [K_ATT_F] = "flash_attn_fwd",   [K_ATT_B] = "flash_attn_bwd",
+      [K_ADD] = "residual_add",        [K_GADD] = "grad_add",          [K_ACT_F] = "gelu_fwd",
+      [K_ACT_B] = "gelu_bwd",          [K_HEAD_F] = "lm_head_fwd",     [K_HEAD_DG] = "lm_head_dgrad",
+      [K_HEAD_WG] = "lm_head_wgrad",   [K_CE_F] = "cross_entropy_fwd", [K_CE_B] = "cross_entropy_bwd",
+      [K_ADAM] = "adam_step",
+  };
+  for (int k = 0; k < K_KINDS; k++) {
+    const char *n = names[k];
+    if (m->swiglu && k == K_ACT_F) n = "swiglu_fwd";
+    if (m->swiglu && k == K_ACT_B) n = "swiglu_bwd";
+    if (m->rmsnorm && k == K_LN_F) n = "rmsnorm_fwd";
+    if (m->rmsnorm && k == K_LN_B) n = "rmsnorm_bwd";
+    s->f[k] = synth_emit_func(s->e, n);
+  }
+  return 0;
+}
+
+/* Roofline time of one kernel, ns. */
+static uint64_t kt(const synth_t *s, double flops, double bytes) {
+  double ns = flops / (s->m->tflops * 1e3);
+  double mem = bytes / s->m->mem_bw;
+  if (mem > ns) ns = mem;
+  if (ns < s->m->min_kernel_us * 1e3) ns = s->m->min_kernel_us * 1e3;
+  return ns < 1 ? 1 : (uint64_t)llround(ns);
+}
+
+#define MAXT 16
+typedef struct kernel {
+  uint32_t t[MAXT];
+  uint32_t n;
+} kernel_t;
+
+static void kadd(kernel_t *k, uint32_t t) {
+  if (t != UINT32_MAX && k->n < MAXT) k->t[k->n++] = t;
+}
+
+/* Launches kind over the listed tensors (UINT32_MAX entries skipped), then
+ * frees the tensors in `frees` (same convention), ends with UINT32_MAX. */
+static void run(synth_t *s, int kind, double flops, double bytes, const uint32_t *use, const uint32_t *frees) {
+  kernel_t k = {.n = 0};
+  for (const uint32_t *u = use; *u != UINT32_MAX - 1; u++) kadd(&k, *u);
+  synth_emit_launch(s->e, s->f[kind], k.t, k.n, kt(s, flops, bytes));
+  for (const uint32_t *u = frees; u && *u != UINT32_MAX - 1; u++)
+    if (*u != UINT32_MAX) synth_emit_free(s->e, *u);
+}
+#define END (UINT32_MAX - 1)
+#define L_(...) ((const uint32_t[]){__VA_ARGS__, END})
+#define NONE NULL
+
+/* Weight / grad handles of parameter index i (UINT32_MAX when absent). */
+static uint32_t W(const synth_t *s, uint32_t i) { return i == UINT32_MAX ? UINT32_MAX : s->p[i].w; }
+static uint32_t G(const synth_t *s, uint32_t i) { return i == UINT32_MAX ? UINT32_MAX : s->p[i].g; }
+
+static void forward_layer(synth_t *s, uint64_t l) {
+  const synth_model_t *m = s->m;
+  const uint32_t *p = &s->layer_p[l * P_LAYER], *a = &s->layer_a[l * A_LAYER];
+  uint32_t next = l + 1 < m->layers ? s->layer_a[(l + 1) * A_LAYER + A_X] : s->top[F_X];
+  double T = (double)(m->micro_batch * m->seq), h = (double)m->hidden, f = (double)m->ffn,
+         fu = m->swiglu ? 2 * f : f, d = (double)m->dtype, b = (double)m->micro_batch, sq = (double)m->seq;
+  double act = T * h * d;
+  run(s, K_LN_F, 0, 2 * act, L_(a[A_X], W(s, p[P_LN1_W]), W(s, p[P_LN1_B]), a[A_LN1], a[A_LN1S]), NONE);
+  run(s, K_GEMM_F, 2 * T * h * 3 * h, act * 4 + 3 * h * h * d,
+      L_(a[A_LN1], W(s, p[P_QKV_W]), W(s, p[P_QKV_B]), a[A_QKV]), NONE);
+  run(s, K_ATT_F, 2 * b * sq * sq * h, act * 4, L_(a[A_QKV], a[A_ATT], a[A_LSE]), NONE);
+  run(s, K_GEMM_F, 2 * T * h * h, act * 2 + h * h * d, L_(a[A_ATT], W(s, p[P_O_W]), W(s, p[P_O_B]), a[A_PROJ]),
+      NONE);
+  run(s, K_ADD, 0, 3 * act, L_(a[A_X], a[A_PROJ], a[A_H1]), L_(a[A_PROJ]));
+  run(s, K_LN_F, 0, 2 * act, L_(a[A_H1], W(s, p[P_LN2_W]), W(s, p[P_LN2_B]), a[A_LN2], a[A_LN2S]), NONE);
+  run(s, K_GEMM_F, 2 * T * h * fu, act + T * fu * d + h * fu * d,
+      L_(a[A_LN2], W(s, p[P_UP_W]), W(s, p[P_UP_B]), a[A_UP]), NONE);
+  run(s, K_ACT_F, 0, T * (fu + f) * d, L_(a[A_UP], a[A_ACT]), NONE);
+  run(s, K_GEMM_F, 2 * T * f * h, act + T * f * d + h * f * d,
+      L_(a[A_ACT], W(s, p[P_DOWN_W]), W(s, p[P_DOWN_B]), a[A_DOWN]), NONE);
+  run(s, K_ADD, 0, 3 * act, L_(a[A_H1], a[A_DOWN], next), L_(a[A_DOWN]));
+}
+
+static void backward_layer(synth_t *s, uint64_t l) {
+  const synth_model_t *m = s->m;
+  const uint32_t *p = &s->layer_p[l * P_LAYER], *a = &s->layer_a[l * A_LAYER];
+  uint32_t dnext = l + 1 < m->layers ? s->layer_a[(l + 1) * A_LAYER + G_X] : s->top[F_DX];
+  double T = (double)(m->micro_batch * m->seq), h = (double)m->hidden, f = (double)m->ffn,
+         fu = m->swiglu ? 2 * f : f, d = (double)m->dtype, b = (double)m->micro_batch, sq = (double)m->seq;
+  double act = T * h * d;
+  /* MLP */
+  run(s, K_GEMM_DG, 2 * T * h * f, act + T * f * d + h * f * d, L_(dnext, W(s, p[P_DOWN_W]), a[G_ACT]), NONE);
+  run(s, K_GEMM_WG, 2 * T * h * f, act + T * f * d + h * f * d,
+      L_(dnext, a[A_ACT], G(s, p[P_DOWN_W]), G(s, p[P_DOWN_B])), L_(a[A_ACT]));
+  run(s, K_ACT_B, 0, T * (f + 2 * fu) * d, L_(a[G_ACT], a[A_UP], a[G_UP]), L_(a[G_ACT], a[A_UP]));
+  run(s, K_GEMM_DG, 2 * T * h * fu, act + T * fu * d + h * fu * d, L_(a[G_UP], W(s, p[P_UP_W]), a[G_LN2]), NONE);
+  run(s, K_GEMM_WG, 2 * T * h * fu, act + T * fu * d + h * fu * d,
+      L_(a[G_UP], a[A_LN2], G(s, p[P_UP_W]), G(s, p[P_UP_B])), L_(a[G_UP], a[A_LN2]));
+  run(s, K_LN_B, 0, 3 * act,
+      L_(a[G_LN2], a[A_H1], a[A_LN2S], W(s, p[P_LN2_W]), a[G_H1P], G(s, p[P_LN2_W]), G(s, p[P_LN2_B])),
+      L_(a[G_LN2], a[A_LN2S], a[A_H1]));
+  run(s, K_GADD, 0, 3 * act, L_(a[G_H1P], dnext, a[G_H1]), L_(a[G_H1P], dnext));
+  /* attention */
+  run(s, K_GEMM_DG, 2 * T * h * h, 2 * act + h * h * d, L_(a[G_H1], W(s, p[P_O_W]), a[G_ATT]), NONE);
+  run(s, K_GEMM_WG, 2 * T * h * h, 2 * act + h * h * d, L_(a[G_H1], a[A_ATT], G(s, p[P_O_W]), G(s, p[P_O_B])),
+      NONE);
+  run(s, K_ATT_B, 2.5 * 2 * b * sq * sq * h, act * 8, L_(a[G_ATT], a[A_QKV], a[A_ATT], a[A_LSE], a[G_QKV]),
+      L_(a[G_ATT], a[A_QKV], a[A_ATT], a[A_LSE]));
+  run(s, K_GEMM_DG, 2 * T * h * 3 * h, 4 * act + 3 * h * h * d, L_(a[G_QKV], W(s, p[P_QKV_W]), a[G_LN1]), NONE);
+  run(s, K_GEMM_WG, 2 * T * h * 3 * h, 4 * act + 3 * h * h * d,
+      L_(a[G_QKV], a[A_LN1], G(s, p[P_QKV_W]), G(s, p[P_QKV_B])), L_(a[G_QKV], a[A_LN1]));
+  run(s, K_LN_B, 0, 3 * act,
+      L_(a[G_LN1], a[A_X], a[A_LN1S], W(s, p[P_LN1_W]), a[G_XP], G(s, p[P_LN1_W]), G(s, p[P_LN1_B])),
+      L_(a[G_LN1], a[A_LN1S], a[A_X]));
+  run(s, K_GADD, 0, 3 * act, L_(a[G_XP], a[G_H1], a[G_X]), L_(a[G_XP], a[G_H1]));
+}
+
+static void micro_batch(synth_t *s) {
+  const synth_model_t *m = s->m;
+  const uint32_t *t = s->top;
+  uint32_t x0 = s->layer_a[A_X], dx0 = s->layer_a[G_X];
+  double T = (double)(m->micro_batch * m->seq), h = (double)m->hidden, V = (double)m->vocab,
+         d = (double)m->dtype, act = T * h * d;
+  run(s, K_EMB_F, 0, T * 4 + act * (m->learned_pos ? 3 : 2), L_(t[F_TOK], W(s, s->wte), W(s, s->wpe), x0), NONE);
+  for (uint64_t l = 0; l < m->layers; l++) forward_layer(s, l);
+  run(s, K_LN_F, 0, 2 * act, L_(t[F_X], W(s, s->lnf_w), W(s, s->lnf_b), t[F_LNF], t[F_LNFS]), NONE);
+  run(s, K_HEAD_F, 2 * T * h * V, act + V * h * d + T * V * d, L_(t[F_LNF], W(s, s->head), t[F_LOGITS]), NONE);
+  run(s, K_CE_F, 0, T * V * d + T * 4, L_(t[F_LOGITS], t[F_LAB], t[F_LOSS]), NONE);
+
+  run(s, K_CE_B, 0, 2 * T * V * d, L_(t[F_LOGITS], t[F_LAB], t[F_LOSS], t[F_DLOGITS]),
+      L_(t[F_LOGITS], t[F_LAB], t[F_LOSS]));
+  run(s, K_HEAD_DG, 2 * T * h * V, act + V * h * d + T * V * d, L_(t[F_DLOGITS], W(s, s->head), t[F_DLNF]), NONE);
+  run(s, K_HEAD_WG, 2 * T * h * V, act + V * h * d + T * V * d, L_(t[F_DLOGITS], t[F_LNF], G(s, s->head)),
+      L_(t[F_DLOGITS], t[F_LNF]));
+  run(s, K_LN_B, 0, 3 * act,
+      L_(t[F_DLNF], t[F_X], t[F_LNFS], W(s, s->lnf_w), t[F_DX], G(s, s->lnf_w), G(s, s->lnf_b)),
+      L_(t[F_DLNF], t[F_LNFS], t[F_X]));
+  for (uint64_t l = m->layers; l-- > 0;) backward_layer(s, l);
+  run(s, K_EMB_B, 0, T * 4 + act * (m->learned_pos ? 3 : 2), L_(dx0, t[F_TOK], G(s, s->wte), G(s, s->wpe)),
+      L_(dx0, t[F_TOK]));
+}
+
+static void optimizer(synth_t *s) {
+  double d = (double)s->m->dtype;
+  for (uint32_t i = 0; i < s->np; i++) {
+    const param_t *p = &s->p[i];
+    double n = (double)p->n;
+    /* read grad, weight or master, m, v; write them back (and the 16-bit copy) */
+    double bytes = n * (d + 4 + 8) + n * (4 + 8) + (d == 4 ? 0 : n * d);
+    run(s, K_ADAM, 0, bytes, L_(p->w, p->g, p->master, p->m, p->v), NONE);
+  }
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: mt-trace synth --model CONFIG -o TRACE [--iterations N]\n"
+          "\n"
+          "Writes the trace of a decoder-only transformer's training iterations\n"
+          "(forward, backward, Adam), with every parameter, gradient, optimizer\n"
+          "state and activation a tensor with a framework's size and lifetime,\n"
+          "every kernel a launch with its ideal (roofline) time, for `mt-trace\n"
+          "replay`. Prints the parameter count, memory and time per iteration.\n"
+          "\n"
+          "  -m, --model CONFIG   model description (tools/models/*.conf)\n"
+          "  -o, --output TRACE   the trace to write\n"
+          "  --iterations N       iterations to write (default 1)\n"
+          "  -h, --help           show this help and exit\n"
+          "\n"
+          "CONFIG: 'key = value' lines, '#' starts a comment. Required: layers,\n"
+          "hidden, heads, vocab, seq. Optional (default): name (file name),\n"
+          "ffn (4 x hidden), micro_batch (1), grad_accum (1), dtype fp32|bf16|fp16\n"
+          "(fp32), tflops (100, matmul TFLOP/s), mem_bw (2000, GB/s),\n"
+          "min_kernel_us (2), optimizer adam|adamw (adam), activation gelu|swiglu\n"
+          "(gelu), norm layernorm|rmsnorm (layernorm), bias 0|1 (1),\n"
+          "tie_embeddings 0|1 (1), pos_embedding learned|none (learned).\n");
+}
+
+static bool parse_count(const char *v, uint64_t max, uint64_t *out) {
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(v, &end, 10);
+  if (v[0] < '0' || v[0] > '9' || *end || errno || x < 1 || x > max) return false;
+  *out = x;
+  return true;
+}
+
+static double gib(uint64_t b) { return (double)b / (double)(1ull << 30); }
+
+static int generate(const synth_model_t *m, const char *out, uint64_t iterations) {
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  synth_t s = {.m = m};
+  mt_trace_header_t h;
+  mt_trace_header_init(&h, MT_TRACE_CLOCK_VIRTUAL, "mt-trace synth");
+  h.chunk_bytes = 2ull << 20;
+  snprintf(h.device, sizeof h.device, "synthetic: %.3g TFLOP/s, %.0f GB/s", m->tflops, m->mem_bw);
+  int rc = synth_emit_open(&s.e, out, &h);
+  if (rc < 0) {
+    fprintf(stderr, WHO ": cannot create %s: %s\n", out, strerror(-rc));
+    return 1;
+  }
+  if (layout(&s) < 0) {
+    fprintf(stderr, WHO ": out of memory\n");
+    synth_emit_close(s.e, NULL, WHO);
+    rc = 1;
+    goto out;
+  }
+  uint64_t it_start = 0, it_end = 0, per_iter = 0;
+  synth_emit_stats_t st;
+  for (uint64_t it = 0; it < iterations; it++) {
+    synth_emit_renew(s.e);
+    if (it == 0) it_start = synth_emit_now(s.e);
+    synth_emit_iter(s.e, it);
+    for (uint64_t mb = 0; mb < m->grad_accum; mb++) {
+      if (mb) synth_emit_renew(s.e);
+      micro_batch(&s);
+    }
+    optimizer(&s);
+    if (it == 0) it_end = synth_emit_now(s.e);
+    mt_progress("synth", it + 1, iterations);
+  }
+  mt_progress_end();
+  if (synth_emit_close(s.e, &st, WHO) < 0) {
+    rc = 1;
+    goto out;
+  }
+  per_iter = st.launches / iterations;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  struct stat sb;
+  uint64_t fbytes = stat(out, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+  uint64_t per_mb = per_iter - s.np;
+  printf("%s: %s, %llu layers, hidden %llu, %llu heads, ffn %llu, vocab %llu, seq %llu, micro_batch %llu x "
+         "grad_accum %llu, %s\n",
+         out, m->name, (unsigned long long)m->layers, (unsigned long long)m->hidden, (unsigned long long)m->heads,
+         (unsigned long long)m->ffn, (unsigned long long)m->vocab, (unsigned long long)m->seq,
+         (unsigned long long)m->micro_batch, (unsigned long long)m->grad_accum,
+         m->dtype == 4 ? "fp32" : "16-bit weights, fp32 master");
+  printf("  parameters: %llu (%.3g)\n", (unsigned long long)s.params, (double)s.params);
+  printf("  persistent bytes: %llu (%.2f GiB: weights, grads, %sAdam m and v)\n",
+         (unsigned long long)st.persistent_bytes, gib(st.persistent_bytes), m->dtype == 4 ? "" : "masters, ");
+  printf("  peak activation bytes: %llu (%.2f GiB)\n", (unsigned long long)st.transient_peak,
+         gib(st.transient_peak));
+  printf("  kernels per iteration: %llu (%llu per micro-batch x %llu, %u optimizer)\n",
+         (unsigned long long)per_iter, (unsigned long long)(per_mb / m->grad_accum),
+         (unsigned long long)m->grad_accum, s.np);
+  printf("  ideal iteration time: %.6f s\n", (double)(it_end - it_start) / 1e9);
+  printf("  wrote %llu iteration(s), %llu launches, %.2f MiB in %.2f s\n", (unsigned long long)iterations,
+         (unsigned long long)st.launches, (double)fbytes / (1 << 20),
+         (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+  rc = 0;
+out:
+  free(s.p);
+  free(s.layer_p);
+  free(s.layer_a);
+  return rc;
+}
+
+int mt_cmd_synth(int argc, char **argv) {
+  const char *model = NULL, *out = NULL;
+  uint64_t iterations = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char **dst = NULL;
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      usage(stdout);
+      return 0;
+    } else if (strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0) {
+      dst = &model;
+    } else if (strncmp(a, "--model=", 8) == 0) {
+      model = a + 8;
+    } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
+      dst = &out;
+    } else if (strncmp(a, "--output=", 9) == 0) {
+      out = a + 9;
+    } else if (strcmp(a, "--iterations") == 0 || strncmp(a, "--iterations=", 13) == 0) {
+      const char *v = a[12] == '=' ? a + 13 : (i + 1 < argc ? argv[++i] : NULL);
+      if (!v) {
+        fprintf(stderr, WHO ": %s needs a value\n", a);
+        return 2;
+      }
+      if (!parse_count(v, SYNTH_MAX_ITERATIONS, &iterations)) {
+        fprintf(stderr, WHO ": --iterations '%s': expected a whole number from 1 to %d\n", v,
+                SYNTH_MAX_ITERATIONS);
+        return 2;
+      }
+    } else {
+      fprintf(stderr, WHO ": unexpected argument '%s' (see --help)\n", a);
+      return 2;
+    }
+    if (dst) {
+      if (i + 1 == argc) {
+        fprintf(stderr, WHO ": %s needs a value\n", a);
+        return 2;
+      }
+      *dst = argv[++i];
+    }
+  }
+  if (!model || !out) {
+    fprintf(stderr, WHO ": %s is missing (see --help)\n", !model ? "--model CONFIG" : "-o TRACE");
+    return 2;
+  }
+  synth_model_t m;
+  int rc = read_model(model, &m);
+  if (rc) return rc;
+  return generate(&m, out, iterations);
+}
