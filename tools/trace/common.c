@@ -623,3 +623,16 @@ int mtt_getopt(const char *cmd, int argc, char **argv, const char *shortopts,
   }
   return c;
 }
+
+int mtt_input_error(const char *who, const char *path, unsigned line, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  if (line)
+    fprintf(stderr, "%s: %s:%u: ", who, path, line);
+  else
+    fprintf(stderr, "%s: %s: ", who, path);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  return 2;
+}

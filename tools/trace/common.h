@@ -127,5 +127,9 @@ int mtt_getopt(const char *cmd, int argc, char **argv, const char *shortopts,
                const struct option *longopts);
 /* Writes "mt-trace CMD: msg" and the --help hint to stderr; returns 2. */
 int mtt_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "WHO: FILE:LINE: what" (no LINE when 0) on stderr, for bad input files;
+ * returns 2. */
+int mtt_input_error(const char *who, const char *path, unsigned line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 #endif

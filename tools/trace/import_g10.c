@@ -38,6 +38,7 @@
 #include <sys/stat.h>
 
 #include "commands.h"
+#include "common.h"
 #include "synth_emit.h"
 #include "trace_io.h"
 
@@ -88,19 +89,8 @@ typedef struct g10_file {
   uint32_t line;              /* of the line last returned, from 1 */
 } g10_file_t;
 
-static int bad(const char *path, uint32_t line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int bad(const char *path, uint32_t line, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  if (line)
-    fprintf(stderr, WHO ": %s:%u: ", path, line);
-  else
-    fprintf(stderr, WHO ": %s: ", path);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  return 2;
-}
+/* One line "WHO: FILE:LINE: what" on stderr; returns 2 (bad input). */
+#define bad(path, line, ...) mtt_input_error(WHO, path, line, __VA_ARGS__)
 
 /* Reads DIR/name whole. Returns 0, or 2 after a message. */
 static int file_open(g10_file_t *f, const char *dir, const char *name) {

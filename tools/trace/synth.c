@@ -50,6 +50,7 @@
 #include <time.h>
 
 #include "commands.h"
+#include "common.h"
 #include "synth_emit.h"
 #include "trace_io.h"
 
@@ -129,19 +130,8 @@ static int choice(const char *choices, const char *v) {
   }
 }
 
-static int cfg_bad(const char *path, unsigned line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int cfg_bad(const char *path, unsigned line, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  if (line)
-    fprintf(stderr, WHO ": %s:%u: ", path, line);
-  else
-    fprintf(stderr, WHO ": %s: ", path);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  return 2;
-}
+/* One line "WHO: FILE:LINE: what" on stderr; returns 2 (bad input). */
+#define cfg_bad(path, line, ...) mtt_input_error(WHO, path, line, __VA_ARGS__)
 
 static int set_key(synth_model_t *m, const key_def_t *k, const char *v, const char *path, unsigned line) {
   char *p = (char *)m + k->off;
