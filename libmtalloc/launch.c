@@ -110,6 +110,8 @@ static mt_layout_t *layout_of(mt_pager_t *p, CUfunction f) {
 typedef struct footprint {
   mt_region_t **r;
   size_t n, cap;
+  size_t need;               /* bytes that must be resident at once */
+  size_t cold;               /* regions not already hot (see _mt_region_hot) */
   mt_region_t *inline_r[64];
 } footprint_t;
 
@@ -128,6 +130,8 @@ static void fp_add(mt_pager_t *p, footprint_t *fp, uintptr_t word) {
     fp->cap = cap;
   }
   fp->r[fp->n++] = r;
+  fp->need += _mt_region_bytes(p, r);
+  fp->cold += !_mt_region_hot(p, r, true);
 }
 
 static void scan_bytes(mt_pager_t *p, footprint_t *fp, const void *v, size_t size) {
@@ -186,15 +190,14 @@ static void trace_launch(mt_pager_t *p, const footprint_t *fp, CUfunction f, con
 
 static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle_t s, mt_forward_fn fwd,
                          void *ctx, const char *what, const char *name) {
-  size_t need = 0;
-  for (size_t i = 0; i < fp->n; i++) need += _mt_region_bytes(p, fp->r[i]);
+  size_t need = fp->need;
   if (need + p->pinned > p->budget) {
     mt_error("%s%s%s needs %zu bytes resident at once (%zu buffers), more than MT_MAX_VRAM=%zu "
              "leaves after %zu bytes that stay on the device; raise MT_MAX_VRAM or split the work",
              what, f ? " " : "", f ? kernel_name(f) : "", need, fp->n, p->budget, p->pinned);
     return -E2BIG;
   }
-  for (size_t i = 0; i < fp->n; i++) {
+  for (size_t i = 0; i < fp->n && fp->cold > 0; i++) {
     if (_mt_region_hot(p, fp->r[i], true)) continue;
     int rc = _mt_region_resident(p, fp->r[i], s, true);
     if (rc < 0) {
@@ -210,7 +213,11 @@ static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle
   if (rc == 0 && fp->n > 0) {
     uint32_t si = _mt_stream_index(p, s);
     uint64_t seq = _mt_stream_next(p, si);
-    for (size_t i = 0; i < fp->n; i++) _mt_region_hold(p, fp->r[i], si, seq);
+    for (size_t i = 0; i < fp->n; i++) {
+      mt_region_t *r = fp->r[i];
+      if (r->nholds > 0 && r->holds[0].stream == si) r->holds[0].seq = seq; /* the common case */
+      else _mt_region_hold(p, r, si, seq);
+    }
     if (_mt_trace_on()) trace_launch(p, fp, f, name, si);
   } else if (rc == 0 && _mt_trace_on()) {
     trace_launch(p, fp, f, name, 0);
@@ -222,7 +229,7 @@ int _mt_launch(CUfunction f, void **params, void **extra, mt_handle_t s, mt_forw
   mt_pager_t *p = _mt_pager_if_started();
   if (p == NULL) return fwd(ctx);
   mt_stat_add(launches, 1);
-  footprint_t fp = {.r = NULL, .n = 0, .cap = 64};
+  footprint_t fp = {.r = NULL, .n = 0, .cap = 64, .need = 0, .cold = 0};
   fp.r = fp.inline_r;
   pthread_mutex_lock(&p->lock);
   mt_layout_t *l = layout_of(p, f);
@@ -243,7 +250,7 @@ int _mt_launch(CUfunction f, void **params, void **extra, mt_handle_t s, mt_forw
 /* graph.c needs the same guarantee for a graph's recorded footprint. */
 int _mt_launch_regions(mt_pager_t *p, uintptr_t *addrs, size_t n, mt_handle_t s, mt_forward_fn fwd, void *ctx,
                        const char *what) {
-  footprint_t fp = {.r = NULL, .n = 0, .cap = 64};
+  footprint_t fp = {.r = NULL, .n = 0, .cap = 64, .need = 0, .cold = 0};
   fp.r = fp.inline_r;
   p->epoch++;
   for (size_t i = 0; i < n; i++) fp_add(p, &fp, addrs[i]);
