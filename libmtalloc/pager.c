@@ -258,8 +258,6 @@ int _mt_pager_reserve_pinned(mt_pager_t *p, size_t bytes) {
 
 /* ---- fetch ---------------------------------------------------------------------- */
 
-static bool fetch_pending; /* fetch copies issued since the last fence */
-
 /* Device memory for c, mapped at its address (contents: what it had, when
  * fetch is true, else undefined). */
 static int chunk_to_device(mt_pager_t *p, mt_chunk_t *c, bool fetch) {
@@ -293,7 +291,7 @@ static int chunk_to_device(mt_pager_t *p, mt_chunk_t *c, bool fetch) {
       if (p->host_mapped) p->dev->ops->map(p->dev, va, p->chunk, c->host);
       return rc;
     }
-    fetch_pending = true;
+    p->fetch_pending = true;
     mt_stat_add(fetches, 1);
     mt_stat_add(bytes_h2d, p->chunk);
     if (_mt_trace_on()) {
@@ -318,8 +316,8 @@ static int chunk_to_device(mt_pager_t *p, mt_chunk_t *c, bool fetch) {
 }
 
 int _mt_fetch_fence(mt_pager_t *p, mt_handle_t s) {
-  if (!fetch_pending) return 0;
-  fetch_pending = false;
+  if (!p->fetch_pending) return 0;
+  p->fetch_pending = false;
   int rc = p->dev->ops->event_record(p->dev, p->ev_fetch, p->h2d);
   if (rc == 0) rc = p->dev->ops->stream_wait(p->dev, s, p->ev_fetch);
   return rc;

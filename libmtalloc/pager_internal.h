@@ -136,6 +136,7 @@ struct mt_pager {
   uint64_t epoch;
   mt_handle_t h2d, d2h;      /* copy streams */
   mt_handle_t ev_fetch, ev_evict;
+  bool fetch_pending;        /* fetch copies issued since the last fence */
 
   mt_chunk_t retained;       /* sentinel of the retained list */
   mt_region_t *pending;      /* deferred frees (cuMemFreeAsync) */
