@@ -34,16 +34,7 @@ static CUresult copy_op(void *dst, const void *src, size_t n, const char *what, 
   op->u.copy.what = what;
   op->handle = h;
   if (sync) return fc_run_sync(op);
-  fc_lock();
-  fc_stream_t *s = fc_stream_get(h);
-  if (s) {
-    r = fc_submit(s, op, NULL);
-  } else {
-    fc_op_free(op);
-    r = CUDA_ERROR_INVALID_HANDLE;
-  }
-  fc_unlock();
-  return r;
+  return fc_submit_to(h, op);
 }
 
 static CUresult set_op(CUdeviceptr dst, uint32_t value, unsigned width, size_t count, CUstream h,
@@ -60,16 +51,7 @@ static CUresult set_op(CUdeviceptr dst, uint32_t value, unsigned width, size_t c
   op->u.set.count = count;
   op->handle = h;
   if (sync) return fc_run_sync(op);
-  fc_lock();
-  fc_stream_t *s = fc_stream_get(h);
-  if (s) {
-    r = fc_submit(s, op, NULL);
-  } else {
-    fc_op_free(op);
-    r = CUDA_ERROR_INVALID_HANDLE;
-  }
-  fc_unlock();
-  return r;
+  return fc_submit_to(h, op);
 }
 
 #define D(p) ((void *)(uintptr_t)(p))

@@ -156,6 +156,9 @@ void fc_op_free(fc_op_t *op);
  * stream dependencies. Caller holds mu. Takes ownership of op in every case.
  * Returns CUDA_SUCCESS or an error (capture of an uncapturable op). */
 CUresult fc_submit(fc_stream_t *s, fc_op_t *op, uint64_t *seq_out);
+/* Takes mu, queues op on the stream behind handle h, releases mu. Takes
+ * ownership of op; CUDA_ERROR_INVALID_HANDLE for a dead or foreign handle. */
+CUresult fc_submit_to(CUstream h, fc_op_t *op);
 /* Blocks until stream id has completed seq. Caller holds mu. */
 void fc_wait_seq(uint64_t stream_id, uint64_t seq);
 /* Submits op on the legacy stream and waits for it: synchronous APIs. */

@@ -160,16 +160,7 @@ static CUresult launch(CUfunction hf, const launch_args_t *a, void **kernelParam
   l->stream = a->stream;
   op->handle = a->stream;
 
-  fc_lock();
-  fc_stream_t *s = fc_stream_get(a->stream);
-  if (s) {
-    r = fc_submit(s, op, NULL);
-  } else {
-    fc_op_free(op);
-    r = CUDA_ERROR_INVALID_HANDLE;
-  }
-  fc_unlock();
-  return r;
+  return fc_submit_to(a->stream, op);
 }
 
 FC_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,

@@ -271,6 +271,20 @@ void fc_streams_shutdown(void) {
   free(threads);
 }
 
+CUresult fc_submit_to(CUstream h, fc_op_t *op) {
+  CUresult r;
+  fc_lock();
+  fc_stream_t *s = fc_stream_get(h);
+  if (s) {
+    r = fc_submit(s, op, NULL);
+  } else {
+    fc_op_free(op);
+    r = CUDA_ERROR_INVALID_HANDLE;
+  }
+  fc_unlock();
+  return r;
+}
+
 CUresult fc_submit(fc_stream_t *s, fc_op_t *op, uint64_t *seq_out) {
   if (seq_out) *seq_out = 0;
   if (s->capture) {
@@ -509,16 +523,7 @@ static CUresult launch_host_func(CUstream hStream, CUhostFn fn, void *userData) 
   op->u.host.fn = fn;
   op->u.host.user = userData;
   op->handle = hStream;
-  fc_lock();
-  fc_stream_t *s = fc_stream_get(hStream);
-  if (s) {
-    r = fc_submit(s, op, NULL);
-  } else {
-    fc_op_free(op);
-    r = CUDA_ERROR_INVALID_HANDLE;
-  }
-  fc_unlock();
-  return r;
+  return fc_submit_to(hStream, op);
 }
 
 FC_API CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData) {
