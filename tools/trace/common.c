@@ -624,6 +624,27 @@ int mtt_getopt(const char *cmd, int argc, char **argv, const char *shortopts,
   return c;
 }
 
+int mtt_trace_to_file_args(const char *cmd, int argc, char **argv, void (*help)(FILE *), const char *example,
+                           const char **trace, const char **out) {
+  static const struct option opts[] = {
+      {"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+  int c;
+  *out = NULL;
+  optind = 0;
+  while ((c = mtt_getopt(cmd, argc, argv, "o:h", opts)) != -1) {
+    if (c == 'h') {
+      help(stdout);
+      return 0;
+    }
+    if (c != 'o') return 2;
+    *out = optarg;
+  }
+  if (optind != argc - 1) return mtt_usage_error(cmd, optind >= argc ? "no trace given" : "one trace at a time");
+  if (!*out) return mtt_usage_error(cmd, "no output file given (-o %s)", example);
+  *trace = argv[optind];
+  return -1;
+}
+
 int mtt_input_error(const char *who, const char *path, unsigned line, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

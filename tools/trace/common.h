@@ -127,6 +127,11 @@ int mtt_getopt(const char *cmd, int argc, char **argv, const char *shortopts,
                const struct option *longopts);
 /* Writes "mt-trace CMD: msg" and the --help hint to stderr; returns 2. */
 int mtt_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The arguments of a "TRACE -o OUT" command (timeline, plot): -1 to go on
+ * with *trace and *out set, or the exit code (0 after --help, 2 on a usage
+ * error, already reported). example names the output in messages. */
+int mtt_trace_to_file_args(const char *cmd, int argc, char **argv, void (*help)(FILE *), const char *example,
+                           const char **trace, const char **out);
 /* "WHO: FILE:LINE: what" (no LINE when 0) on stderr, for bad input files;
  * returns 2. */
 int mtt_input_error(const char *who, const char *path, unsigned line, const char *fmt, ...)

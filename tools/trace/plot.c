@@ -253,24 +253,9 @@ static void help(FILE *f) {
 }
 
 int mt_cmd_plot(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-  const char *out = NULL;
-  int c;
-  optind = 0;
-  while ((c = mtt_getopt("plot", argc, argv, "o:h", opts)) != -1) {
-    if (c == 'h') {
-      help(stdout);
-      return 0;
-    }
-    if (c == 'o')
-      out = optarg;
-    else
-      return 2;
-  }
-  if (optind != argc - 1) return mtt_usage_error("plot", optind >= argc ? "no trace given" : "one trace at a time");
-  if (!out) return mtt_usage_error("plot", "no output file given (-o OUT.svg)");
-  const char *path = argv[optind];
+  const char *path, *out;
+  int code = mtt_trace_to_file_args("plot", argc, argv, help, "OUT.svg", &path, &out);
+  if (code >= 0) return code;
 
   mtt_stream_t *st;
   int rc = mtt_open("plot", path, &st);

@@ -264,25 +264,9 @@ static void help(FILE *f) {
 static void free_ptr(void *p) { free(p); }
 
 int mt_cmd_timeline(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-  const char *out = NULL;
-  int c;
-  optind = 0;
-  while ((c = mtt_getopt("timeline", argc, argv, "o:h", opts)) != -1) {
-    if (c == 'h') {
-      help(stdout);
-      return 0;
-    }
-    if (c == 'o')
-      out = optarg;
-    else
-      return 2;
-  }
-  if (optind != argc - 1)
-    return mtt_usage_error("timeline", optind >= argc ? "no trace given" : "one trace at a time");
-  if (!out) return mtt_usage_error("timeline", "no output file given (-o OUT.json)");
-  const char *path = argv[optind];
+  const char *path, *out;
+  int code = mtt_trace_to_file_args("timeline", argc, argv, help, "OUT.json", &path, &out);
+  if (code >= 0) return code;
 
   mtt_stream_t *st;
   int rc = mtt_open("timeline", path, &st);
