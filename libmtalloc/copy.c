@@ -59,16 +59,15 @@ int _mt_copy(uintptr_t dst, uintptr_t src, size_t n, mt_handle_t s, bool async, 
   if (p == NULL || (!_mt_in_range(p, dst) && !_mt_in_range(p, src))) return fwd(ctx, dst, src, n);
   pthread_mutex_lock(&p->lock);
   int rc = 0;
+  bool din = _mt_in_range(p, dst), sin = _mt_in_range(p, src);
+  uint32_t si = async ? _mt_stream_index(p, s) : 0;
   if (_mt_trace_on()) {
-    bool din = _mt_in_range(p, dst), sin = _mt_in_range(p, src);
     uint32_t dir = din && sin ? MT_TR_D2D : din ? (src_is_host ? MT_TR_H2D : MT_TR_D2D) : MT_TR_D2H;
     uint64_t t = _mt_trace_now();
-    _mt_trace_copy(dir, false, async ? _mt_stream_index(p, s) : 0, n, t, t);
+    _mt_trace_copy(dir, false, si, n, t, t);
   }
-  if (n <= ESCAPE_SCAN_MAX && _mt_in_range(p, dst) && !_mt_in_range(p, src) && src_is_host != 0 &&
-      (src_is_host == 1 || readable_host(src)))
+  if (n <= ESCAPE_SCAN_MAX && din && !sin && src_is_host != 0 && (src_is_host == 1 || readable_host(src)))
     escape_scan(p, (const void *)src, n, s);
-  uint32_t si = async ? _mt_stream_index(p, s) : 0;
   while (n > 0 && rc == 0) {
     p->epoch++;
     mt_region_t *rd = _mt_region_of(p, dst), *rs = _mt_region_of(p, src);

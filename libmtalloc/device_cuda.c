@@ -30,8 +30,7 @@ typedef struct cuda_device {
   CUdevice dev;
 } cuda_device_t;
 
-static int fail(const cuda_device_t *cd, const char *what, CUresult rc) {
-  (void)cd;
+static int fail(const char *what, CUresult rc) {
   if (rc == CUDA_ERROR_OUT_OF_MEMORY) return -ENOMEM;
   mt_error("%s failed: %s", what, _mt_cu_errname(rc));
   return -EIO;
@@ -41,7 +40,7 @@ static int fail(const cuda_device_t *cd, const char *what, CUresult rc) {
 #define CALL(what, expr)                                         \
   do {                                                           \
     CUresult rc_ = (expr);                                       \
-    if (rc_ != CUDA_SUCCESS) return fail(CD(d), what, rc_);      \
+    if (rc_ != CUDA_SUCCESS) return fail(what, rc_);      \
   } while (0)
 
 static int cd_reserve(mt_device_t *d, size_t size, size_t align, uintptr_t *va) {
@@ -77,7 +76,7 @@ static int cd_phys_create(mt_device_t *d, size_t size, bool on_host, mt_handle_t
 
 static void cd_phys_release(mt_device_t *d, mt_handle_t h) {
   CUresult rc = CD(d)->drv->cuMemRelease((CUmemGenericAllocationHandle)h);
-  if (rc != CUDA_SUCCESS) fail(CD(d), "cuMemRelease", rc);
+  if (rc != CUDA_SUCCESS) fail("cuMemRelease", rc);
 }
 
 static int cd_map(mt_device_t *d, uintptr_t va, size_t size, mt_handle_t h) {
@@ -90,7 +89,7 @@ static int cd_map(mt_device_t *d, uintptr_t va, size_t size, mt_handle_t h) {
   CUresult rc = CD(d)->drv->cuMemSetAccess((CUdeviceptr)va, size, &acc, 1);
   if (rc != CUDA_SUCCESS) {
     CD(d)->drv->cuMemUnmap((CUdeviceptr)va, size);
-    return fail(CD(d), "cuMemSetAccess", rc);
+    return fail("cuMemSetAccess", rc);
   }
   return 0;
 }
@@ -141,7 +140,7 @@ static int cd_event_query(mt_device_t *d, mt_handle_t e) {
   CUresult rc = CD(d)->drv->cuEventQuery((CUevent)e);
   if (rc == CUDA_SUCCESS) return 1;
   if (rc == CUDA_ERROR_NOT_READY) return 0;
-  return fail(CD(d), "cuEventQuery", rc);
+  return fail("cuEventQuery", rc);
 }
 
 static int cd_event_sync(mt_device_t *d, mt_handle_t e) {

@@ -75,8 +75,6 @@ void _mt_stats_print(void) {
   pthread_mutex_lock(&json_lock);
   render(buf);
   /* The log caps a line; the stats line may be long, so write it whole. */
-  int level = _mt_log_level();
-  (void)level;
   _mt_log_raw("mtalloc: stats ", buf);
   pthread_mutex_unlock(&json_lock);
 }

@@ -55,8 +55,7 @@ typedef struct replay {
 } replay_t;
 
 /* Iteration i ends where i+1 starts, the last one when the app streams finished. */
-static uint64_t iter_end(const replay_t *r, uint64_t i, uint64_t now) {
-  (void)now;
+static uint64_t iter_end(const replay_t *r, uint64_t i) {
   return i + 1 < r->iterations && r->iter_start ? r->iter_start[i + 1] : r->stream0_end;
 }
 
@@ -414,7 +413,7 @@ done:
       /* per iteration (from ITER records): simulated and ideal seconds */
       printf("\"iter_sim_s\":[");
       for (uint64_t i = 0; i < niter_marked; i++)
-        printf("%s%.6f", i ? "," : "", (double)(iter_end(&r, i, t.now_ns) - r.iter_start[i]) / 1e9);
+        printf("%s%.6f", i ? "," : "", (double)(iter_end(&r, i) - r.iter_start[i]) / 1e9);
       printf("],\"iter_ideal_s\":[");
       for (uint64_t i = 0; i < niter_marked; i++) printf("%s%.6f", i ? "," : "", (double)r.iter_kernel[i] / 1e9);
       printf("]}\n");
@@ -435,7 +434,7 @@ done:
              br.fetches, br.writebacks, br.infeasible ? "; some launch alone exceeds the memory" : "");
       printf("  prefetch         n/a (no predictor)\n");
       for (uint64_t i = 0; i < niter_marked; i++) {
-        double is = (double)(iter_end(&r, i, t.now_ns) - r.iter_start[i]) / 1e9, ii = (double)r.iter_kernel[i] / 1e9;
+        double is = (double)(iter_end(&r, i) - r.iter_start[i]) / 1e9, ii = (double)r.iter_kernel[i] / 1e9;
         printf("  iteration %-4" PRIu64 " %10.3f s simulated, %10.3f s ideal, %5.1f %% of ideal\n", i, is, ii,
                is > 0 ? 100 * ii / is : 100.0);
       }
