@@ -61,9 +61,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fakecuda.h"
+#include "cudart_route.h"
 
-#define CUDA_VERSION_REQ 13000
 
 /* ---- model and data shape ------------------------------------------------ */
 
@@ -90,7 +89,6 @@ static int layer_out(int l) { return l == NBIG ? NCLASS : (l % 2 == 0 ? NARROW :
 
 /* ---- driver entry points --------------------------------------------------- */
 
-static PFN_cuGetProcAddress_v12000 get_proc;
 
 #define DRIVER_FNS(X)                                  \
   X(cuGetErrorName, PFN_cuGetErrorName_v6000)          \
@@ -130,17 +128,6 @@ static void die(const char *what, CUresult r) {
     CUresult r_ = p_##fn(__VA_ARGS__);         \
     if (r_ != CUDA_SUCCESS) die(#fn, r_);      \
   } while (0)
-
-/* Resolves base name through cuGetProcAddress; exits 1 if the driver lacks it. */
-static void resolve(const char *name, void **slot) {
-  CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-  CUresult r = get_proc(name, slot, CUDA_VERSION_REQ, CU_GET_PROC_ADDRESS_DEFAULT, &st);
-  if (r != CUDA_SUCCESS || st != CU_GET_PROC_ADDRESS_SUCCESS || !*slot) {
-    fprintf(stderr, "tinytrain: cuGetProcAddress(\"%s\", %d) failed: result %d, status %d\n",
-            name, CUDA_VERSION_REQ, (int)r, (int)st);
-    exit(1);
-  }
-}
 
 /* ---- device memory, with the program's own accounting ---------------------- */
 
@@ -442,7 +429,7 @@ static const struct {
 
 static CUfunction g_kernel[K_COUNT];
 
-typedef CUfunction (*register_fn_t)(const char *, fakecuda_kernel_fn, size_t, const size_t *);
+typedef cudart_register_fn register_fn_t;
 
 static void register_kernels(register_fn_t reg) {
   for (int k = 0; k < K_COUNT; k++) {
@@ -711,23 +698,15 @@ static int parse_steps(int argc, char **argv) {
 int main(int argc, char **argv) {
   int steps = parse_steps(argc, argv);
 
-  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-  if (!h) {
-    fprintf(stderr, "tinytrain: dlopen(libcuda.so.1): %s\n", dlerror());
-    return 1;
-  }
-  get_proc = (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2");
-  if (!get_proc) {
-    fprintf(stderr, "tinytrain: libcuda.so.1 has no cuGetProcAddress_v2\n");
-    return 1;
-  }
-  register_fn_t reg = (register_fn_t)dlsym(h, "fakecuda_register_kernel");
-  size_t (*device_peak)(void) = (size_t (*)(void))dlsym(h, "fakecuda_device_peak");
+  cudart_route_t route;
+  cudart_route_open(&route, "tinytrain");
+  cudart_register_fn reg = route.register_kernel;
+  size_t (*device_peak)(void) = route.device_peak;
   if (!reg || !device_peak) {
     fprintf(stderr, "tinytrain: libcuda.so.1 is not the fake driver; skipping\n");
     return 77;
   }
-#define RESOLVE(name, type) resolve(#name, (void **)&p_##name);
+#define RESOLVE(name, type) cudart_route_get(&route, "tinytrain", #name, (void **)&p_##name);
   DRIVER_FNS(RESOLVE)
 #undef RESOLVE
   register_kernels(reg);

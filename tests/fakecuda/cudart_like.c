@@ -14,12 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "fakecuda.h"
+#include "cudart_route.h"
 
-#define VERSION 13000
 #define N 1000
 
-static PFN_cuGetProcAddress_v12000 get_proc;
 static PFN_cuInit_v2000 p_cuInit;
 static PFN_cuDeviceGet_v2000 p_cuDeviceGet;
 static PFN_cuDevicePrimaryCtxRetain_v7000 p_cuDevicePrimaryCtxRetain;
@@ -39,8 +37,6 @@ static PFN_cuStreamSynchronize_v2000 p_cuStreamSynchronize;
 static PFN_cuStreamDestroy_v4000 p_cuStreamDestroy;
 static PFN_cuGetErrorName_v6000 p_cuGetErrorName;
 
-typedef CUfunction (*register_fn_t)(const char *, fakecuda_kernel_fn, size_t, const size_t *);
-
 static void fail(const char *what, CUresult r) {
   const char *name = "?";
   if (p_cuGetErrorName) p_cuGetErrorName(r, &name);
@@ -53,16 +49,6 @@ static void fail(const char *what, CUresult r) {
     CUresult r_ = p_##fn(__VA_ARGS__);              \
     if (r_ != CUDA_SUCCESS) fail(#fn, r_);          \
   } while (0)
-
-static void lookup(const char *name, void **slot) {
-  CUdriverProcAddressQueryResult st;
-  CUresult r = get_proc(name, slot, VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &st);
-  if (r != CUDA_SUCCESS || st != CU_GET_PROC_ADDRESS_SUCCESS || !*slot) {
-    fprintf(stderr, "cudart_like: cuGetProcAddress(\"%s\") failed: %d status %d\n", name, (int)r,
-            (int)st);
-    exit(1);
-  }
-}
 
 static void k_scale(void **p, const fakecuda_launch_t *l) {
   (void)l;
@@ -85,21 +71,8 @@ static int check(const float *got, float factor, const char *where) {
 }
 
 int main(void) {
-  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-  if (!h) {
-    fprintf(stderr, "cudart_like: dlopen(libcuda.so.1): %s\n", dlerror());
-    return 1;
-  }
-  get_proc = (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2");
-  if (!get_proc) {
-    fprintf(stderr, "cudart_like: no cuGetProcAddress_v2 in libcuda.so.1\n");
-    return 1;
-  }
-  /* libcudart re-resolves cuGetProcAddress through itself */
-  void *self = NULL;
-  lookup("cuGetProcAddress", &self);
-  get_proc = (PFN_cuGetProcAddress_v12000)self;
-
+  cudart_route_t route;
+  cudart_route_open(&route, "cudart_like");
   struct { const char *name; void **slot; } table[] = {
 #define E(n) {#n, (void **)&p_##n}
       E(cuGetErrorName), E(cuInit), E(cuDeviceGet), E(cuDevicePrimaryCtxRetain),
@@ -109,9 +82,10 @@ int main(void) {
       E(cuStreamSynchronize), E(cuStreamDestroy),
 #undef E
   };
-  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) lookup(table[i].name, table[i].slot);
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+    cudart_route_get(&route, "cudart_like", table[i].name, table[i].slot);
 
-  register_fn_t reg = (register_fn_t)dlsym(h, "fakecuda_register_kernel");
+  cudart_register_fn reg = route.register_kernel;
   if (!reg) {
     fprintf(stderr, "cudart_like: libcuda.so.1 is not the fake (no fakecuda_register_kernel)\n");
     return 1;

@@ -26,9 +26,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fakecuda.h"
+#include "cudart_route.h"
 
-#define ST_CUDA_VERSION 13000
 #define ST_MIB ((size_t)1 << 20)
 
 /* X(base name, PFN type): the driver entry points the programs use. */
@@ -64,7 +63,7 @@
 ST_DRIVER(ST_DECL)
 #undef ST_DECL
 
-typedef CUfunction (*st_register_fn)(const char *, fakecuda_kernel_fn, size_t, const size_t *);
+typedef cudart_register_fn st_register_fn;
 typedef size_t (*st_size_fn)(void);
 
 static const char *st_prog = "stress";
@@ -94,32 +93,13 @@ static void st_fail_call(const char *what, CUresult r, const char *file, int lin
  * on the calling thread. Exits 1 on a driver error, 77 when libcuda.so.1
  * is not the fake. */
 static void st_open_driver(void) {
-  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-  if (!h) {
-    fprintf(stderr, "%s: dlopen(libcuda.so.1): %s\n", st_prog, dlerror());
-    exit(1);
-  }
-  PFN_cuGetProcAddress_v12000 gpa = (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2");
-  if (!gpa) {
-    fprintf(stderr, "%s: libcuda.so.1 has no cuGetProcAddress_v2\n", st_prog);
-    exit(1);
-  }
-  CUdriverProcAddressQueryResult qr;
-#define ST_LOOKUP(name, type)                                                             \
-  {                                                                                       \
-    void *fn_ = NULL;                                                                     \
-    CUresult r_ = gpa(#name, &fn_, ST_CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &qr);    \
-    if (r_ != CUDA_SUCCESS || qr != CU_GET_PROC_ADDRESS_SUCCESS || !fn_) {               \
-      fprintf(stderr, "%s: cuGetProcAddress(\"%s\") failed: %d status %d\n", st_prog, #name, \
-              (int)r_, (int)qr);                                                          \
-      exit(1);                                                                            \
-    }                                                                                     \
-    p_##name = (type)fn_;                                                                 \
-  }
+  cudart_route_t route;
+  cudart_route_open(&route, st_prog);
+#define ST_LOOKUP(name, type) cudart_route_get(&route, st_prog, #name, (void **)&p_##name);
   ST_DRIVER(ST_LOOKUP)
 #undef ST_LOOKUP
-  st_register = (st_register_fn)dlsym(h, "fakecuda_register_kernel");
-  st_device_peak = (st_size_fn)dlsym(h, "fakecuda_device_peak");
+  st_register = route.register_kernel;
+  st_device_peak = route.device_peak;
   if (!st_register || !st_device_peak) {
     printf("%s: SKIP: libcuda.so.1 is not the fake driver (no fakecuda_register_kernel)\n",
            st_prog);

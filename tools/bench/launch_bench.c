@@ -38,9 +38,8 @@
 #include <string.h>
 
 #include "bench.h"
-#include "fakecuda.h"
+#include "cudart_route.h"
 
-#define VERSION 13000
 #define NPARAMS 16
 #define LAUNCH_BUF_BYTES ((size_t)4 << 20)
 #define WARMUP_LAUNCHES 2000
@@ -49,8 +48,6 @@
 #define PAIR_BATCH 32       /* alloc+free pairs per timed batch */
 #define PAIR_BATCHES 41
 
-static void *driver; /* the dlopen handle of libcuda.so.1 */
-static PFN_cuGetProcAddress_v12000 get_proc;
 static PFN_cuGetErrorName_v6000 p_cuGetErrorName;
 static PFN_cuInit_v2000 p_cuInit;
 static PFN_cuDeviceGet_v2000 p_cuDeviceGet;
@@ -63,8 +60,6 @@ static PFN_cuLaunchKernel_v4000 p_cuLaunchKernel;
 static PFN_cuStreamCreate_v2000 p_cuStreamCreate;
 static PFN_cuStreamSynchronize_v2000 p_cuStreamSynchronize;
 static PFN_cuStreamDestroy_v4000 p_cuStreamDestroy;
-
-typedef CUfunction (*register_fn_t)(const char *, fakecuda_kernel_fn, size_t, const size_t *);
 
 static void fail(const char *what, CUresult r) {
   const char *name = "?";
@@ -79,16 +74,6 @@ static void fail(const char *what, CUresult r) {
     if (r_ != CUDA_SUCCESS) fail(#fn, r_); \
   } while (0)
 
-static void lookup(const char *name, void **slot) {
-  CUdriverProcAddressQueryResult st;
-  CUresult r = get_proc(name, slot, VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &st);
-  if (r != CUDA_SUCCESS || st != CU_GET_PROC_ADDRESS_SUCCESS || !*slot) {
-    fprintf(stderr, "launch_bench: cuGetProcAddress(\"%s\") failed: %d status %d\n", name,
-            (int)r, (int)st);
-    exit(1);
-  }
-}
-
 /* The timed kernel: does nothing, so only the launch path is measured. */
 static void k_empty16(void **p, const fakecuda_launch_t *l) {
   (void)p;
@@ -102,20 +87,10 @@ static void k_touch16(void **p, const fakecuda_launch_t *l) {
   for (int i = 0; i < NPARAMS; i++) **(volatile unsigned char **)p[i] = (unsigned char)i;
 }
 
+static cudart_route_t route;
+
 static void bind_driver(void) {
-  void *h = driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-  if (!h) {
-    fprintf(stderr, "launch_bench: dlopen(libcuda.so.1): %s\n", dlerror());
-    exit(1);
-  }
-  get_proc = (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2");
-  if (!get_proc) {
-    fprintf(stderr, "launch_bench: no cuGetProcAddress_v2 in libcuda.so.1\n");
-    exit(1);
-  }
-  void *self = NULL; /* libcudart re-resolves cuGetProcAddress through itself */
-  lookup("cuGetProcAddress", &self);
-  get_proc = (PFN_cuGetProcAddress_v12000)self;
+  cudart_route_open(&route, "launch_bench");
   struct { const char *name; void **slot; } table[] = {
 #define E(n) {#n, (void **)&p_##n}
       E(cuGetErrorName), E(cuInit), E(cuDeviceGet), E(cuDevicePrimaryCtxRetain),
@@ -123,11 +98,12 @@ static void bind_driver(void) {
       E(cuLaunchKernel), E(cuStreamCreate), E(cuStreamSynchronize), E(cuStreamDestroy),
 #undef E
   };
-  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) lookup(table[i].name, table[i].slot);
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+    cudart_route_get(&route, "launch_bench", table[i].name, table[i].slot);
 }
 
 static CUfunction register_kernel(const char *name, fakecuda_kernel_fn fn) {
-  register_fn_t reg = (register_fn_t)dlsym(driver, "fakecuda_register_kernel");
+  cudart_register_fn reg = route.register_kernel;
   if (!reg) {
     fprintf(stderr, "launch_bench: libcuda.so.1 is not the fake (no fakecuda_register_kernel); "
                     "run with LD_LIBRARY_PATH=build/tests/fakecuda\n");
