@@ -22,7 +22,7 @@
 #include "pager_internal.h"
 #include "trace.h"
 
-#include <xxhash.h>
+#include "hash.h"
 
 typedef struct mt_layout {
   CUfunction f;
