@@ -5,7 +5,11 @@
  * must be bit-identical with and without LD_PRELOAD=libmtalloc.so.
  *
  *   nvcc -O2 -arch=sm_90 -o rt_check tools/gpu/rt_check.cu -lcublas
- *   ./rt_check
+ *   ./rt_check [NBUF [BUF_MIB]]        (defaults 24 and 16: 384 MiB of ring)
+ *
+ * The work is sized by the arguments alone, never by cudaMemGetInfo: under
+ * mtalloc that answers with the budget, and the plain and preloaded runs
+ * must do identical work. A device too small for it fails at cudaMalloc.
  *
  * What it does, with NBUF buffers of BUF_BYTES from cudaMalloc:
  *   - fills them with a kernel (small integers, exact in float);
@@ -23,15 +27,15 @@
  * the host (fmaf is correctly rounded on both sides, so equality is exact),
  * the async buffer in full, sampled GEMM entries against an integer
  * reference. Every failure prints "rt_check: FAIL ..." and exits 1; a CUDA or
- * cuBLAS error prints "rt_check: CUDA error ..." and exits 1; too little free
- * device memory exits 77.
+ * cuBLAS error prints "rt_check: CUDA error ..." and exits 1; bad arguments
+ * exit 2.
  *
  * stdout (deterministic, compared bit for bit by gpu-check.sh):
  *   footprint_bytes N      bytes this program asked cudaMalloc/cudaMallocAsync for
  *   checksum HEX           FNV-1a 64 over every buffer's final bytes
  *   reduction HEX          the float bits of each buffer's reduction, hashed
  *   rt_check: ok
- * stderr: elapsed_ms, which is not compared.
+ * stderr: cudaMemGetInfo as the program sees it, and elapsed_ms; not compared.
  */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -44,9 +48,9 @@
 #include <cstring>
 #include <vector>
 
-#define NBUF 24
-#define BUF_BYTES ((size_t)16 << 20)
-#define BUF_N (BUF_BYTES / sizeof(float))
+static int NBUF = 24;           /* buffers in the ring (argument 1) */
+static size_t BUF_BYTES = (size_t)16 << 20; /* bytes per buffer (argument 2, in MiB) */
+static size_t BUF_N;            /* floats per buffer */
 #define PASSES 3
 #define ASYNC_N ((size_t)4 << 20)  /* floats per cudaMallocAsync buffer */
 #define GEMM_N 1024
@@ -134,16 +138,19 @@ static void fail(const char *what, size_t where, double got, double want) {
   exit(1);
 }
 
-int main() {
+int main(int argc, char **argv) {
   auto t0 = std::chrono::steady_clock::now();
-  size_t need = NBUF * BUF_BYTES + 2 * ASYNC_N * sizeof(float) +
-                3 * (size_t)GEMM_N * GEMM_N * sizeof(float) + RED_BLOCKS * sizeof(float);
-  size_t free_b = 0, total_b = 0;
-  CK(cudaMemGetInfo(&free_b, &total_b));
-  if (need > free_b / 2) {
-    fprintf(stderr, "rt_check: needs %zu bytes, only %zu free: skipped\n", need, free_b);
-    return 77;
+  if (argc > 1) NBUF = atoi(argv[1]);
+  if (argc > 2) BUF_BYTES = (size_t)atoi(argv[2]) << 20;
+  if (argc > 3 || NBUF < 3 || NBUF > 4096 || BUF_BYTES < ((size_t)1 << 20) || BUF_BYTES > ((size_t)4 << 30)) {
+    fprintf(stderr, "usage: rt_check [NBUF (3..4096) [BUF_MIB (1..4096)]]\n");
+    return 2;
   }
+  BUF_N = BUF_BYTES / sizeof(float);
+  size_t free_b = 0, total_b = 0;
+  CK(cudaMemGetInfo(&free_b, &total_b)); /* reported only: mtalloc answers with its budget */
+  fprintf(stderr, "rt_check: cudaMemGetInfo free %zu total %zu; ring %d x %zu bytes\n", free_b, total_b,
+          NBUF, BUF_BYTES);
   const unsigned grid = 264, block = 256;
 
   /* 1. the ring of buffers, mixed around PASSES times */
