@@ -182,6 +182,13 @@ faults() {
     "$LOGS/$1.out" "$LOGS/$1.err" 2>/dev/null | head -n 5
 }
 first_fault() { faults "$1" | head -n 1 | cut -c1-200; }
+# reason NAME: the first fault line, else the last line of stderr
+reason() {
+  local f
+  f=$(first_fault "$1")
+  [[ -n $f ]] || f=$(grep -v '^mtalloc: ' "$LOGS/$1.err" 2>/dev/null | tail -n 1 | cut -c1-200)
+  echo "${f:-no message}"
+}
 
 # ---- 0. environment ---------------------------------------------------------------
 {
@@ -465,8 +472,13 @@ pair() {
     row "$name" skip "$(secs_of "$plain")" "$(grep -m1 '^skip:' "$LOGS/$plain.out" || echo 'skipped itself (exit 77)')"
     return
   fi
+  if [[ $rc == 125 ]]; then
+    row "$name" FAIL 0 "not run: out of time"
+    fail "$name: not run before the deadline"
+    return
+  fi
   if [[ $rc != 0 ]]; then
-    why="plain run $(rc_text "$rc"): $(first_fault "$plain")"
+    why="plain run $(rc_text "$rc"): $(reason "$plain")"
     row "$name" FAIL "$(secs_of "$plain")" "$why"
     fail "$name: $why (the check itself, before mtalloc)"
     return
@@ -479,13 +491,14 @@ pair() {
   fi
   budget=$((fp / div))
   echo "$budget" >"$LOGS/$name.budget"
-  printf '%s\0' "${extra[@]}" >"$LOGS/$name.extra"
+  : >"$LOGS/$name.extra"
+  ((${#extra[@]} == 0)) || printf '%s\0' "${extra[@]}" >"$LOGS/$name.extra"
   printf '%s\0' "$@" >"$LOGS/$name.cmd"
   pre_env "$name" "$budget"
   step "$pre" "$tpre" env "${PRE_ENV[@]}" "${extra[@]}" "$@"
   rc=$(rc_of "$pre")
   local problems=()
-  [[ $rc == 0 ]] || problems+=("preloaded run $(rc_text "$rc")")
+  [[ $rc == 0 ]] || problems+=("preloaded run $(rc_text "$rc"): $(reason "$pre")")
   f=$(first_fault "$pre")
   [[ -z $f ]] || problems+=("fault: $f")
   if [[ ,$flags, == *,cmp,* ]]; then
@@ -549,10 +562,16 @@ if [[ -x $BIN/driver_probe && -s $BIN/probe_kernel.cubin ]]; then
     [[ $s == *"func_on_kernel_paraminfo ok"* ]] ||
       note "cuFuncGetParamInfo does not accept a CUkernel here: launch.c must ask cuKernelGetParamInfo (issue 7, item 1)"
   else
-    row driver_probe FAIL "$(secs_of driver_probe)" "$(rc_text "$rc"): $(first_fault driver_probe)"
+    row driver_probe FAIL "$(secs_of driver_probe)" "$(rc_text "$rc"): $(reason driver_probe)"
     fail "driver_probe: $(rc_text "$rc") (logs/driver_probe.err)"
   fi
-  { echo "## driver_probe: CUkernel handles, host-NUMA mappings"; echo; grep -v -E '^(summary|driver_probe:)' "$LOGS/driver_probe.out"; echo; } >>"$DETAILS"
+  {
+    echo "## driver_probe: CUkernel handles, host-NUMA mappings"
+    echo
+    grep -v -E '^(summary|driver_probe:)' "$LOGS/driver_probe.out"
+    [[ $rc == 0 ]] || { echo '```'; tail -n 5 "$LOGS/driver_probe.err"; echo '```'; }
+    echo
+  } >>"$DETAILS"
 else
   row driver_probe FAIL 0 "not built"
 fi
@@ -565,10 +584,16 @@ if [[ -x $BIN/move_bench ]]; then
   if [[ $rc == 0 ]]; then
     row move_bench pass "$(secs_of move_bench)" "$s"
   else
-    row move_bench FAIL "$(secs_of move_bench)" "$(rc_text "$rc"): $(first_fault move_bench)"
+    row move_bench FAIL "$(secs_of move_bench)" "$(rc_text "$rc"): $(reason move_bench)"
     fail "move_bench: $(rc_text "$rc") (logs/move_bench.err)"
   fi
-  { echo "## move_bench: the move path, call by call"; echo; grep -v -E '^(summary|move_bench:)' "$LOGS/move_bench.out"; echo; } >>"$DETAILS"
+  {
+    echo "## move_bench: the move path, call by call"
+    echo
+    grep -v -E '^(summary|move_bench:)' "$LOGS/move_bench.out"
+    [[ $rc == 0 ]] || { echo '```'; tail -n 5 "$LOGS/move_bench.err"; echo '```'; }
+    echo
+  } >>"$DETAILS"
 else
   row move_bench FAIL 0 "not built"
 fi
@@ -608,7 +633,7 @@ else
     "$LOGS/backend_expandable.err" >/dev/null 2>&1
   row backend_expandable "$([[ $(rc_of backend_expandable) == 0 ]] && echo "reported" || echo "reported ($(rc_text "$(rc_of backend_expandable)"))")" \
     "$(secs_of backend_expandable)" \
-    "PYTORCH_ALLOC_CONF=expandable_segments:True: backend $(awk '$1 == "info" && $2 == "backend" {print $3}' "$LOGS/backend_expandable.out" 2>/dev/null); $(sed -n 's/^key //p' "$LOGS/backend_expandable.verdict" 2>/dev/null); mtalloc warned: $(grep -c -i 'PYTORCH_ALLOC_CONF\|bypass' "$LOGS/backend_expandable.err" 2>/dev/null || echo 0) line(s)"
+    "PYTORCH_ALLOC_CONF=expandable_segments:True: backend $(awk '$1 == "info" && $2 == "backend" {print $3}' "$LOGS/backend_expandable.out" 2>/dev/null); $(sed -n 's/^key //p' "$LOGS/backend_expandable.verdict" 2>/dev/null); mtalloc warned: $(grep -c -i 'PYTORCH_ALLOC_CONF\|bypass' "$LOGS/backend_expandable.err" 2>/dev/null || true) line(s)"
   pair compile 2 "" 150 90 "$TORCH_PLAIN" -- "$PYTHON" "$TC" compile
 fi
 
