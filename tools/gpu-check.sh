@@ -85,6 +85,12 @@
 # failed (see report.md), 2 the library is missing or cannot be loaded.
 set -uo pipefail
 
+# Paths given relative are relative to where the script was called from.
+abs() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+[[ -n ${MTALLOC_LIB:-} ]] && MTALLOC_LIB=$(abs "$MTALLOC_LIB")
+[[ -n ${OUT:-} ]] && OUT=$(abs "$OUT")
+[[ -n ${GPU_CHECK_WORK:-} ]] && GPU_CHECK_WORK=$(abs "$GPU_CHECK_WORK")
+[[ -n ${MT_TRACE_TOOL:-} ]] && MT_TRACE_TOOL=$(abs "$MT_TRACE_TOOL")
 cd "$(dirname "$0")/.." || exit 2
 ROOT=$PWD
 STEPS_SECONDS=${GPU_CHECK_SECONDS:-260}
