@@ -188,11 +188,13 @@ faults() {
     "$LOGS/$1.out" "$LOGS/$1.err" 2>/dev/null | head -n 5
 }
 first_fault() { faults "$1" | head -n 1 | cut -c1-200; }
-# reason NAME: the first fault line, else the last line of stderr
+# reason NAME: the first fault line, else (or for a Python traceback, whose
+# last line names the exception) the last line of stderr
 reason() {
   local f
   f=$(first_fault "$1")
-  [[ -n $f ]] || f=$(grep -v '^mtalloc: ' "$LOGS/$1.err" 2>/dev/null | tail -n 1 | cut -c1-200)
+  [[ -n $f && $f != Traceback* ]] ||
+    f=$(grep -v '^mtalloc: ' "$LOGS/$1.err" 2>/dev/null | grep . | tail -n 1 | cut -c1-200)
   echo "${f:-no message}"
 }
 
@@ -373,6 +375,15 @@ if [[ -n $CUBLAS ]]; then
     cublas_args+=(-I"$cdir/../include")
 fi
 echo "cuBLAS: ${CUBLAS:-not found}" >>"$ENV_TXT"
+# -lcuda: nvcc finds the toolkit's stub itself; say where, in case it does not
+cuda_args=()
+if [[ -n $NVCC ]]; then
+  for d in lib64/stubs targets/x86_64-linux/lib/stubs; do
+    d=$(dirname "$(dirname "$(readlink -f "$NVCC")")")/$d
+    [[ -d $d ]] && cuda_args+=(-L"$d")
+  done
+fi
+cuda_args+=(-lcuda)
 
 BUILDS=(nvcc_rt_check nvcc_move_bench nvcc_driver_probe nvcc_probe_kernel py_compile)
 build_all() {
@@ -389,8 +400,8 @@ build_all() {
     else
       step nvcc_rt_check 200 "$NVCC" -O2 -arch="$GPU_ARCH" -o "$BIN/rt_check" "$g/rt_check.cu" "${cublas_args[@]}" &
     fi
-    step nvcc_move_bench 200 "$NVCC" -O2 -arch="$GPU_ARCH" -o "$BIN/move_bench" "$g/move_bench.cu" -lcuda &
-    step nvcc_driver_probe 200 "$NVCC" -O2 -arch="$GPU_ARCH" -o "$BIN/driver_probe" "$g/driver_probe.cu" -lcuda &
+    step nvcc_move_bench 200 "$NVCC" -O2 -arch="$GPU_ARCH" -o "$BIN/move_bench" "$g/move_bench.cu" "${cuda_args[@]}" &
+    step nvcc_driver_probe 200 "$NVCC" -O2 -arch="$GPU_ARCH" -o "$BIN/driver_probe" "$g/driver_probe.cu" "${cuda_args[@]}" &
     step nvcc_probe_kernel 200 "$NVCC" -cubin -arch="$GPU_ARCH" -o "$BIN/probe_kernel.cubin" "$g/probe_kernel.cu" &
   fi
   step py_compile 60 env PYTHONPYCACHEPREFIX="$WORK/pycache" "$PYTHON" -m py_compile "$g"/*.py &
@@ -505,8 +516,7 @@ pair() {
   rc=$(rc_of "$pre")
   local problems=()
   [[ $rc == 0 ]] || problems+=("preloaded run $(rc_text "$rc"): $(reason "$pre")")
-  f=$(first_fault "$pre")
-  [[ -z $f ]] || problems+=("fault: $f")
+  [[ -z $(first_fault "$pre") ]] || problems+=("fault: $(reason "$pre")")
   if [[ ,$flags, == *,cmp,* ]]; then
     if cmp -s "$LOGS/$plain.out" "$LOGS/$pre.out"; then
       same="stdout identical"

@@ -5,8 +5,8 @@ tools/gpu-check.sh makes on it.
     python3 tools/gpu/stats_summary.py [--budget BYTES] [--check]
         [--oversubscribed] [--allow-bypass] [--verdict FILE] LOG...
 
-Takes the last stats line found in the LOGs (stdout and stderr of one run)
-and prints: the allocation and launch entry points the interposer saw, by
+Takes the stats line found in the LOGs (stdout and stderr of one run; of
+several, the most active one) and prints: the allocation and launch entry points the interposer saw, by
 route (direct symbol, dlsym, cuGetProcAddress), the paging counters, whether
 the peak resident bytes stayed within BUDGET, host_mapped, and every other
 numeric field (so counters added later show up without a change here).
@@ -40,17 +40,30 @@ LAUNCH = re.compile(r"^cuLaunch")
 
 
 def find_stats(paths):
-    found = None
+    """The stats line of the run's main process: where child processes that
+    also loaded the library printed one too (Triton's and Inductor's
+    helpers), the line with the most allocations and launches. Returns
+    (raw JSON text or None, number of stats lines seen)."""
+    best, best_score, seen = None, -1, 0
     for path in paths:
         try:
             with open(path, errors="replace") as f:
                 for line in f:
                     i = line.find(PREFIX)
-                    if i >= 0:
-                        found = line[i + len(PREFIX):].strip()
+                    if i < 0:
+                        continue
+                    seen += 1
+                    raw = line[i + len(PREFIX):].strip()
+                    try:
+                        st = json.loads(raw)
+                        score = int(st.get("allocs", 0) or 0) + int(st.get("launches", 0) or 0)
+                    except (ValueError, TypeError, AttributeError):
+                        score = 0
+                    if score > best_score:
+                        best, best_score = raw, score
         except OSError:
             pass
-    return found
+    return best, seen
 
 
 def mib(n):
@@ -96,7 +109,10 @@ def main():
 def summarise(a, fails):
     """Prints the Markdown summary; appends hard failures to FAILS; returns
     the one-line key numbers."""
-    raw = find_stats(a.logs)
+    raw, seen = find_stats(a.logs)
+    if seen > 1:
+        print(f"- {seen} stats lines (child processes loaded the library too): the one with "
+              "the most allocations and launches is summarised")
     if raw is None:
         print("- no `mtalloc: stats` line in the logs: the library did not load, did not "
               "reach its exit handler (crash, kill), or printed nothing")
