@@ -463,6 +463,12 @@ trace_summary() {
     echo "(mt-trace summary failed: exit $?)" >>"$TRACES/$1.summary.txt"
 }
 
+# times_of RUN: the "ms NAME MS" lines of its stdout, or rt_check's elapsed_ms
+times_of() {
+  awk '$1 == "ms" {printf "%s %s; ", $2, $3}' "$LOGS/$1.out" 2>/dev/null
+  sed -n 's/.*elapsed_ms \([0-9.]*\).*/total \1/p' "$LOGS/$1.err" 2>/dev/null | tail -n 1
+}
+
 # pair NAME DIVISOR FLAGS TPLAIN TPRE [plain:VAR=VALUE | pre:VAR=VALUE]... -- CMD...
 #   Runs CMD plain (with the plain: settings), sizes MT_MAX_VRAM =
 #   footprint_bytes / DIVISOR from its stdout, runs it preloaded (with the
@@ -550,8 +556,8 @@ pair() {
     echo "- command: \`${*#"$ROOT"/}\`; preloaded with MT_MAX_VRAM=$budget ${extra[*]}"
     echo "- plain: $(rc_text "$(rc_of "$plain")") in $(secs_of "$plain") s; preloaded: $(rc_text "$rc") in $(secs_of "$pre") s"
     echo "- outputs: $same"
-    echo "- times (ms), plain: $(awk '$1 == "ms" {printf "%s %s; ", $2, $3}' "$LOGS/$plain.out")"
-    echo "- times (ms), preloaded: $(awk '$1 == "ms" {printf "%s %s; ", $2, $3}' "$LOGS/$pre.out")"
+    echo "- times (ms), plain: $(times_of "$plain")"
+    echo "- times (ms), preloaded: $(times_of "$pre")"
     grep -h '^info ' "$LOGS/$pre.out" 2>/dev/null | sed 's/^info \([^ ]*\) /- preloaded \1: /'
     if ((${#problems[@]})); then
       echo "- problems:"
