@@ -26,7 +26,8 @@
 #      GPU_CHECK_WORK (scratch folder; default a new one under /tmp).
 #
 # Steps; each has its own timeout and none starts past the deadline:
-#   0  environment: date, nvidia-smi, nvcc, torch, kernel Xid lines so far
+#   0  environment: date, nvidia-smi, nvcc, torch (imported beside step 2),
+#      kernel Xid lines so far
 #   1  the library: present; ldd finds every NEEDED (else exit 2); NEEDED
 #      beyond libc/libm/libdl/libpthread/librt/ld-linux is reported (not
 #      self-contained: rebuild with -Dstatic_deps=true); it preloads into
@@ -44,8 +45,10 @@
 #      whether each mapping call waits for a running kernel
 #   5  rt_check (CUDA runtime + cuBLAS), 4x oversubscribed, stdout compared
 #      byte for byte
-#   6  torch_check.py steps, each plain then preloaded, outputs compared
-#      (bit for bit, or within 1e-4 where cuDNN times its choices):
+#   6  torch_check.py steps: the plain runs all at once (the card has room;
+#      their times are indicative only), then the preloaded runs one at a
+#      time, outputs compared (bit for bit, or within 1e-4 where cuDNN times
+#      its choices):
 #      adamw (default foreach AdamW + clip_grad_norm_, 4x), gemm_bf16
 #      (8192^3, Hopper TMA path, MT_HOST_MAP=off, 2x), graph (capture and
 #      replay, 2x), conv (cudnn.benchmark, 2x), backend
@@ -240,11 +243,13 @@ EOF
 NVCC=$(find_nvcc | head -n 1)
 nvcc_version="none"
 [[ -n $NVCC ]] && nvcc_version=$(timeout 20 "$NVCC" --version 2>&1 | grep -o 'release [0-9.]*, V[0-9.]*' | head -n 1)
-torch_version=$(timeout 60 "$PYTHON" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -n 1)
+# Importing torch takes seconds: it runs beside the builds (step 2 waits).
+timeout 60 "$PYTHON" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)' \
+  >"$WORK/torch_version" 2>&1 &
+torch_pid=$!
 {
   echo "nvcc: ${NVCC:-not found} ${nvcc_version}"
   echo "python: $(command -v "$PYTHON") $("$PYTHON" --version 2>&1)"
-  echo "torch: $torch_version"
   echo "C compiler: $(command -v cc || command -v gcc || echo none)"
 } >>"$ENV_TXT"
 
@@ -409,6 +414,9 @@ build_all() {
 }
 t_builds=$(now)
 build_all
+wait "$torch_pid" 2>/dev/null # (build_all's wait has waited for it already)
+torch_version=$(tail -n 1 "$WORK/torch_version" 2>/dev/null)
+echo "torch: ${torch_version:=did not answer}" >>"$ENV_TXT"
 for b in "${BUILDS[@]}"; do
   rc=$(rc_of "$b")
   if [[ $rc == 0 ]]; then
@@ -489,7 +497,11 @@ pair() {
   done
   shift
   local plain=$name.plain pre=$name.pre rc fp budget why key same result=pass f
-  step "$plain" "$tplain" env "${plain_env[@]}" "$@"
+  if [[ -n ${PAIR_PLAIN_AHEAD:-} ]]; then # only start the plain run, in the background
+    step "$plain" "$tplain" env "${plain_env[@]}" "$@" &
+    return
+  fi
+  [[ -f $LOGS/$plain.rc ]] || step "$plain" "$tplain" env "${plain_env[@]}" "$@"
   rc=$(rc_of "$plain")
   if [[ $rc == 77 ]]; then
     row "$name" skip "$(secs_of "$plain")" "$(grep -m1 '^skip:' "$LOGS/$plain.out" || echo 'skipped itself (exit 77)')"
@@ -633,13 +645,24 @@ if [[ $torch_version == *Error* || $torch_version == *"No module"* ]]; then
   row "torch steps" FAIL 0 "torch does not import: $torch_version"
   fail "torch does not import with $PYTHON"
 else
-  pair adamw 4 oversub 90 120 "$TORCH_PLAIN" -- "$PYTHON" "$TC" adamw
-  pair gemm_bf16 2 "" 60 90 "$TORCH_PLAIN" pre:MT_HOST_MAP=off -- "$PYTHON" "$TC" gemm_bf16
-  pair graph 2 "" 60 90 "$TORCH_PLAIN" -- "$PYTHON" "$TC" graph
-  pair conv 2 "" 60 90 "$TORCH_PLAIN" -- "$PYTHON" "$TC" conv
-  # backend: the plain run has no allocator setting at all (PyTorch's
-  # default); preloaded, mtalloc must have chosen cudaMallocAsync.
-  pair backend 1 "" 45 45 -- "$PYTHON" "$TC" backend
+  torch_pairs() {
+    pair adamw 4 oversub 90 120 "$TORCH_PLAIN" -- "$PYTHON" "$TC" adamw
+    pair gemm_bf16 2 "" 60 90 "$TORCH_PLAIN" pre:MT_HOST_MAP=off -- "$PYTHON" "$TC" gemm_bf16
+    pair graph 2 "" 60 90 "$TORCH_PLAIN" -- "$PYTHON" "$TC" graph
+    pair conv 2 "" 60 90 "$TORCH_PLAIN" -- "$PYTHON" "$TC" conv
+    # backend: the plain run has no allocator setting at all (PyTorch's
+    # default); preloaded, mtalloc must have chosen cudaMallocAsync.
+    pair backend 1 "" 45 45 -- "$PYTHON" "$TC" backend
+    pair compile 2 "" 150 90 "$TORCH_PLAIN" -- "$PYTHON" "$TC" compile
+  }
+  # The plain runs need nothing from each other and the card has room for
+  # all of them: they run together (their times are then only indicative),
+  # the preloaded runs one at a time.
+  t_plain=$(now)
+  PAIR_PLAIN_AHEAD=1 torch_pairs
+  wait
+  say "plain PyTorch runs done together in $(elapsed "$t_plain") s"
+  torch_pairs
   b=$(awk '$1 == "info" && $2 == "backend" {print $3}' "$LOGS/backend.pre.out" 2>/dev/null)
   if [[ -n $b && $b != cudaMallocAsync ]]; then
     fail "backend: PyTorch reports allocator backend '$b' under mtalloc, not cudaMallocAsync"
@@ -656,7 +679,6 @@ else
   row backend_expandable "$([[ $(rc_of backend_expandable) == 0 ]] && echo "reported" || echo "reported ($(rc_text "$(rc_of backend_expandable)"))")" \
     "$(secs_of backend_expandable)" \
     "PYTORCH_ALLOC_CONF=expandable_segments:True: backend $(awk '$1 == "info" && $2 == "backend" {print $3}' "$LOGS/backend_expandable.out" 2>/dev/null); $(sed -n 's/^key //p' "$LOGS/backend_expandable.verdict" 2>/dev/null); mtalloc warned: $(grep -c -i 'PYTORCH_ALLOC_CONF\|bypass' "$LOGS/backend_expandable.err" 2>/dev/null || true) line(s)"
-  pair compile 2 "" 150 90 "$TORCH_PLAIN" -- "$PYTHON" "$TC" compile
 fi
 
 # ---- 7. reruns with CUDA_LAUNCH_BLOCKING=1, Xid ------------------------------------------------------
