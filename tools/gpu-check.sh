@@ -185,10 +185,23 @@ row() { # STEP RESULT SECONDS KEY
 fail() { FAILURES+=("$*"); say "FAIL: $*"; }
 note() { NOTES+=("$*"); }
 
-# faults NAME -> the first lines of the run's logs that show a fault
+# faults NAME -> the first lines of the run's logs that show a fault: the
+# program's own, and mtalloc's errors. mtalloc's warnings and info lines
+# (MT_VERBOSE=2) are not faults; warnings are listed in the details.
 faults() {
-  grep -h -i -E 'illegal (memory )?address|CUDA error|CUDA_ERROR_|cudaError|CUBLAS_STATUS_|CUDNN_STATUS_|out of memory|Segmentation fault|core dumped|Aborted|cannot be preloaded|unspecified launch failure|^mtalloc: .*(error|fatal)|Traceback|FAIL' \
-    "$LOGS/$1.out" "$LOGS/$1.err" 2>/dev/null | head -n 5
+  cat "$LOGS/$1.out" "$LOGS/$1.err" 2>/dev/null | grep -v -E '^mtalloc: ' |
+    grep -E 'illegal (memory )?address|CUDA error|CUDA_ERROR_|cudaError[A-Z]|CUBLAS_STATUS_|CUDNN_STATUS_|[Oo]ut of memory|Segmentation fault|core dumped|Aborted|cannot be preloaded|unspecified launch failure|Traceback|FAIL' |
+    head -n 5
+  grep -h -E '^mtalloc: error: ' "$LOGS/$1.out" "$LOGS/$1.err" 2>/dev/null | head -n 5
+}
+# warnings NAME -> mtalloc's warning lines, counted, with the first three
+warnings() {
+  local n
+  n=$(cat "$LOGS/$1.out" "$LOGS/$1.err" 2>/dev/null | grep -c '^mtalloc: warning: ')
+  ((n > 0)) || return 0
+  echo "- mtalloc warnings: $n; the first:"
+  # shellcheck disable=SC2016 # the backquotes are Markdown
+  grep -h '^mtalloc: warning: ' "$LOGS/$1.out" "$LOGS/$1.err" | head -n 3 | cut -c1-300 | sed 's/^/  - `/; s/$/`/'
 }
 first_fault() { faults "$1" | head -n 1 | cut -c1-200; }
 # reason NAME: the first fault line, else (or for a Python traceback, whose
@@ -571,6 +584,7 @@ pair() {
     echo "- times (ms), plain: $(times_of "$plain")"
     echo "- times (ms), preloaded: $(times_of "$pre")"
     grep -h '^info ' "$LOGS/$pre.out" 2>/dev/null | sed 's/^info \([^ ]*\) /- preloaded \1: /'
+    warnings "$pre"
     if ((${#problems[@]})); then
       echo "- problems:"
       printf '  - %s\n' "${problems[@]}"
