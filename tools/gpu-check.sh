@@ -22,7 +22,7 @@
 #      sm_90), CUBLAS_DIR (the folder holding libcublas.so*; default: the
 #      toolkit's lib64, then PyTorch's nvidia/*/lib wheel folders),
 #      GPU_CHECK_NO_GPU=1 (stop before the GPU step even with a GPU),
-#      GPU_CHECK_SECONDS (default 260: the steps' share of the five minutes),
+#      GPU_CHECK_SECONDS (default 250: the steps' share of the five minutes),
 #      GPU_CHECK_WORK (scratch folder; default a new one under /tmp).
 #
 # Steps; each has its own timeout and none starts past the deadline:
@@ -96,7 +96,7 @@ abs() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 [[ -n ${MT_TRACE_TOOL:-} ]] && MT_TRACE_TOOL=$(abs "$MT_TRACE_TOOL")
 cd "$(dirname "$0")/.." || exit 2
 ROOT=$PWD
-STEPS_SECONDS=${GPU_CHECK_SECONDS:-260}
+STEPS_SECONDS=${GPU_CHECK_SECONDS:-250}
 DEADLINE=$((SECONDS + STEPS_SECONDS))
 OUT=${OUT:-$ROOT/gpu-check-out}
 mkdir -p "$OUT" || exit 2
@@ -702,8 +702,8 @@ for name in "${RERUN[@]}"; do
   mapfile -d '' -t extra <"$LOGS/$name.extra"
   pre_env "$name.blocking" "$(cat "$LOGS/$name.budget")"
   step "$name.blocking" 60 env "${PRE_ENV[@]}" CUDA_LAUNCH_BLOCKING=1 "${extra[@]}" "${cmd[@]}"
-  f=$(first_fault "$name.blocking")
-  note "$name rerun with CUDA_LAUNCH_BLOCKING=1: $(rc_text "$(rc_of "$name.blocking")")${f:+: $f} (logs/$name.blocking.err)"
+  rc=$(rc_of "$name.blocking")
+  note "$name rerun with CUDA_LAUNCH_BLOCKING=1: $(rc_text "$rc")$([[ $rc == 0 ]] || echo ": $(reason "$name.blocking")") (logs/$name.blocking.err)"
 done
 
 xid_text="kernel log not readable (dmesg denied, no journalctl -k or /var/log/kern.log): no Xid information"
@@ -716,6 +716,8 @@ if ((xid_readable)) && kernel_log >"$WORK/kernel.log" 2>/dev/null; then
   else
     xid_text="no new kernel log line mentions Xid ($xid_before before the run)"
   fi
+  grep -q -i gvisor "$WORK/kernel.log" &&
+    xid_text+="; this kernel log is gVisor's own: the host driver's Xid lines do not reach it"
 fi
 
 # ---- report ------------------------------------------------------------------------------------
