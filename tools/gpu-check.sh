@@ -54,14 +54,16 @@
 #      replay, 2x), conv (cudnn.benchmark, 2x), backend
 #      (torch.cuda.get_allocator_backend() must be cudaMallocAsync under
 #      mtalloc; then PYTORCH_ALLOC_CONF=expandable_segments:True, reported),
-#      compile (torch.compile/Triton; no C compiler = skip, not pass)
+#      compile (torch.compile/Triton, 2x; no C compiler = skip, not pass)
 #   7  failed steps rerun preloaded with CUDA_LAUNCH_BLOCKING=1 while time is
 #      left; Xid lines the kernel logged during the run (dmesg, else
 #      journalctl -k, else /var/log/kern.log; "not readable" when denied)
 #
 # Hard failures (each makes the exit status 1): a step's exit status not 0
-# (77 is a skip), a fault line in its logs (illegal address, CUDA_ERROR_*,
-# out of memory, segfault...), outputs that differ plain vs preloaded; and
+# (77 is a skip), a fault line in its logs (the program's: illegal address,
+# CUDA_ERROR_*, out of memory, segfault, traceback...; or 'mtalloc: error:';
+# mtalloc's warnings are listed, not failed), outputs that differ plain vs
+# preloaded, a kernel log line mentioning Xid during the run; and
 # from the preloaded run's `mtalloc: stats` line: no stats line, a required
 # field absent, zero allocations or zero launches through mtalloc, zero
 # evictions in an oversubscribed step (rt_check, adamw), peak resident bytes
