@@ -261,7 +261,7 @@ nvcc_version="none"
 # Importing torch takes seconds: it runs beside the builds (step 2 waits).
 timeout 60 "$PYTHON" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)' \
   >"$WORK/torch_version" 2>&1 &
-torch_pid=$!
+torch_pid=$! torch_version="not asked"
 {
   echo "nvcc: ${NVCC:-not found} ${nvcc_version}"
   echo "python: $(command -v "$PYTHON") $("$PYTHON" --version 2>&1)"
@@ -350,6 +350,7 @@ pack() {
 }
 
 if [[ -n $lib_fatal ]]; then
+  kill "$torch_pid" 2>/dev/null
   say "$lib_fatal"
   report_head
   echo "**Not run: $lib_fatal.**" >>"$REPORT"
