@@ -24,7 +24,7 @@
  *   tensormap    kernels reach a buffer only through a CUtensorMap (by value,
  *                and inside a struct parameter) whose address the fake
  *                encodes: made resident through the descriptor, also after
- *                cuTensorMapReplaceAddress
+ *                cuTensorMapReplaceAddress and in the packed `extra` form
  * Usage: kernel_test CASE. Exit 0 pass, 1 fail, 77 skip (not preloaded).
  */
 #include <cudaTypedefs.h>
@@ -421,9 +421,27 @@ static int case_tensormap(void) {
   sargs.tm = tm;
   void *args2[] = {&sargs};
   launch((CUfunction)k_struct, args2);
+
+  /* A fresh descriptor of t (evicted again by x), in the packed `extra`
+   * form: tm at 0, a at 128, n at 136. */
+  CUtensorMap tm2;
+  CALL(cuTensorMapEncodeTiled, &tm2, CU_TENSOR_MAP_DATA_TYPE_UINT32, 1, (void *)(uintptr_t)t, dims, NULL, box,
+       estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  _Alignas(64) unsigned char packed[144];
+  uint32_t a3 = 3;
+  memcpy(packed, &tm2, 128);
+  memcpy(packed + 128, &a3, 4);
+  memset(packed + 132, 0, 4);
+  memcpy(packed + 136, &n, 8);
+  size_t packed_size = sizeof packed;
+  void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &packed_size,
+                   CU_LAUNCH_PARAM_END};
+  CALL(cuLaunchKernel, (CUfunction)k_tma, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, extra);
   CALL(cuStreamSynchronize, NULL);
-  expect_all(t, 11, "tensor t");
+  expect_all(t, 14, "tensor t");
   expect_all(x, 7, "tensor x");
+  EXPECT(stat_of("fetches") >= 3, "fetches %ld, want 3 or more: the test did not page", stat_of("fetches"));
   EXPECT(stat_of("launches_unknown_layout") == 0, "launches_unknown_layout %ld", stat_of("launches_unknown_layout"));
   CALL(cuMemFree, t);
   CALL(cuMemFree, x);
