@@ -164,9 +164,10 @@ typedef struct tma_args {
 } tma_args_t;
 static void k_tma_struct(void **p, const fakecuda_launch_t *l) {
   (void)l;
-  const tma_args_t *args = p[0];
-  uint32_t *x = tmap_address(&args->tm);
-  for (uint64_t i = 0; i < args->n; i++) x[i] += args->a;
+  tma_args_t args; /* the fake keeps parameter values 16-byte aligned only */
+  memcpy(&args, p[0], sizeof args);
+  uint32_t *x = tmap_address(&args.tm);
+  for (uint64_t i = 0; i < args.n; i++) x[i] += args.a;
 }
 
 static const size_t add_sizes[] = {8, 4, 8};
