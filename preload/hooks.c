@@ -111,12 +111,31 @@ static int best_request_row(const char *symbol, int version, bool pt) {
   return best;
 }
 
+/* True when some row names base (at any version): then the rows decide. */
+static bool has_rows(const char *base) {
+  for (size_t i = 0; i < sizeof(procaddr_rows) / sizeof(procaddr_rows[0]); i++)
+    if (strcmp(procaddr_rows[i].base, base) == 0) return true;
+  return false;
+}
+
+/* True when hook h is the symbol column of a row. */
+static bool in_rows(int h) {
+  for (size_t i = 0; i < sizeof(procaddr_rows) / sizeof(procaddr_rows[0]); i++)
+    if (procaddr_rows[i].h == h) return true;
+  return false;
+}
+
 int _mt_hook_by_request(const char *symbol, int version, cuuint64_t flags) {
   if (symbol == NULL || symbol[0] != 'c' || symbol[1] != 'u') return -1;
   int row = -1;
   if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) row = best_request_row(symbol, version, true);
   if (row < 0) row = best_request_row(symbol, version, false);
-  return row < 0 ? -1 : procaddr_rows[row].h;
+  if (row >= 0) return procaddr_rows[row].h;
+  /* A hook without rows (an unversioned function added to the hook list
+   * only) is its own base name at every version, in legacy-stream form. */
+  if (has_rows(symbol)) return -1;
+  int h = _mt_hook_by_name(symbol);
+  return h >= 0 && !hook_pt[h] && !in_rows(h) ? h : -1;
 }
 
 void *_mt_hook_procaddr(int h) { return hook_pa[h]; }

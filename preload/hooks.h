@@ -205,9 +205,12 @@
  * 1; they apply only to requests with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM.
  * A request older than every row of its name resolves to a form we do not
  * hook (cuMemAlloc at 2000 is the 32-bit cuMemAlloc) and is left alone.
- * A new versioned form of a hooked function needs its row here (and its
- * hook above) or it would be answered with the older form's hook. The
- * symbol column must name a hook: a typo does not compile. */
+ * A hook without any row is taken as its own base name at every version
+ * (right for an unversioned function: cuMemCreate is "cuMemCreate"); a
+ * versioned or per-thread form needs its rows here, and so does a new
+ * versioned form of a hooked function, or requests for it would be
+ * answered with the older form's hook. The symbol column must name a
+ * hook: a typo does not compile. */
 #define MT_PROCADDR_NAMES(X)                                            \
   X(cuMemAlloc, 3020, cuMemAlloc_v2)                                    \
   X(cuMemAllocPitch, 3020, cuMemAllocPitch_v2)                          \
