@@ -168,9 +168,10 @@
   X(cuLaunchCooperativeKernel_ptsz, launch_coop, 1, MT_P_COOP, MT_A_COOP)                              \
   X(cuLibraryGetKernel, lib_get_kernel, 0, (CUkernel *pKernel, CUlibrary library, const char *name),    \
     (pKernel, library, name))                                                                          \
-  X(cuLibraryEnumerateKernels, lib_enum_kernels, 0, (CUkernel *kernels, unsigned int numKernels, CUlibrary lib), \
-    (kernels, numKernels, lib))                                                                        \
-  X(cuKernelGetFunction, kernel_get_function, 0, (CUfunction *pFunc, CUkernel kernel), (pFunc, kernel)) \
+  X(cuLibraryEnumerateKernels, lib_enum_kernels, 0,                                                   \
+    (CUkernel *kernels, unsigned int numKernels, CUlibrary lib), (kernels, numKernels, lib))           \
+  X(cuKernelGetFunction, kernel_get_function, 0, (CUfunction *pFunc, CUkernel kernel),                 \
+    (pFunc, kernel))                                                                                   \
   X(cuModuleGetFunction, module_get_function, 0, (CUfunction *hfunc, CUmodule hmod, const char *name),  \
     (hfunc, hmod, name))                                                                               \
   X(cuLibraryUnload, library_unload, 0, (CUlibrary library), (library))                               \
