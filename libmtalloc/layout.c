@@ -24,8 +24,9 @@
  *     that kind, so the index was what it refused) and no other family
  *     reports parameters; otherwise the handle may simply be of the other
  *     kind, and guessing "none" would leave its buffers unmapped.
- *   - A layout that stays unknown is warned about once per handle, naming
- *     it, and every launch of it counts in launches_unknown_layout.
+ *   - A layout that stays unknown is warned about once per handle and name
+ *     (also across unloads), naming it, and every launch of it counts in
+ *     launches_unknown_layout.
  *   - On cuModuleUnload / cuLibraryUnload the owner's entries are dropped,
  *     and so is every entry whose owner is unknown: a kernel loaded later
  *     may reuse the address, and a stale layout would scan the wrong bytes.
@@ -207,6 +208,30 @@ static void ask(attempt_t *a) {
 
 static const char *fam_query(int fam) { return fam == MT_FN_KERNEL ? "cuKernelGetParamInfo" : "cuFuncGetParamInfo"; }
 
+/* Kernels already warned about, by handle and name, kept across unloads:
+ * an unload drops the layouts of unknown origin, and the same kernel must
+ * not be warned about again at every library an autotuner unloads. A new
+ * kernel at a reused handle has another name and is warned about. */
+#define WARNED_MAX 256
+static struct { uintptr_t h; uint64_t name; } warned[WARNED_MAX];
+static unsigned nwarned;
+
+static uint64_t name_hash(const char *s) {
+  uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+  return h;
+}
+
+/* True the first time (handle, name) asks; caller holds the lock. */
+static bool warn_first(uintptr_t h, const char *name) {
+  uint64_t nh = name_hash(name);
+  unsigned n = nwarned < WARNED_MAX ? nwarned : WARNED_MAX;
+  for (unsigned i = 0; i < n; i++)
+    if (warned[i].h == h && warned[i].name == nh) return false;
+  warned[nwarned++ % WARNED_MAX] = (__typeof__(warned[0])){h, nh};
+  return true;
+}
+
 /* Fills l from the driver. Caller holds the lock. */
 static void build(mt_layout_t *l) {
   l->built = true;
@@ -236,7 +261,7 @@ static void build(mt_layout_t *l) {
     l->off = at[best].off;
     l->size = at[best].size;
     at[best].off = at[best].size = NULL;
-  } else {
+  } else if (warn_first(l->handle, l->name)) {
     char why[160];
     int w = snprintf(why, sizeof(why), "%s: %s", fam_query(at[0].fam), _mt_cu_errname(at[0].rc));
     if (nat > 1 && w > 0 && (size_t)w < sizeof(why))
