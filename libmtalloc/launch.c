@@ -72,22 +72,23 @@ static void scan_bytes(mt_pager_t *p, footprint_t *fp, const void *v, size_t siz
 /* CUtensorMap descriptors are 128 bytes, 64-byte aligned in the parameter
  * buffer, alone or inside a struct parameter: each such window of a large
  * parameter (off: its offset in the buffer) is looked up. */
-static void scan_tensormaps(mt_pager_t *p, footprint_t *fp, const void *v, size_t off, size_t size) {
+static __attribute__((noinline)) void scan_tensormaps(mt_pager_t *p, footprint_t *fp, const void *v, size_t off,
+                                                      size_t size) {
   for (size_t o = (64 - off % 64) % 64; o + MT_TMAP_BYTES <= size; o += 64) {
     uintptr_t addr;
     if (_mt_tmap_find((const char *)v + o, &addr)) fp_add(p, fp, addr);
   }
 }
 
-static void scan_param(mt_pager_t *p, footprint_t *fp, const void *v, size_t off, size_t size) {
-  scan_bytes(p, fp, v, size);
-  if (size >= MT_TMAP_BYTES && _mt_tmap_any()) scan_tensormaps(p, fp, v, off, size);
-}
-
 static void scan(mt_pager_t *p, footprint_t *fp, const mt_layout_t *l, void **params, void **extra) {
+  /* Descriptors are looked for in a second pass, only once any exists, so
+   * the word scan every launch makes stays as lean as it was. */
+  bool tmaps = _mt_tmap_any();
   if (params != NULL) {
     for (uint32_t i = 0; i < l->n; i++)
-      if (params[i] != NULL) scan_param(p, fp, params[i], l->off[i], l->size[i]);
+      if (params[i] != NULL) scan_bytes(p, fp, params[i], l->size[i]);
+    for (uint32_t i = 0; tmaps && i < l->n; i++)
+      if (params[i] != NULL && l->size[i] >= MT_TMAP_BYTES) scan_tensormaps(p, fp, params[i], l->off[i], l->size[i]);
     return;
   }
   if (extra == NULL) return;
@@ -101,10 +102,11 @@ static void scan(mt_pager_t *p, footprint_t *fp, const mt_layout_t *l, void **pa
   if (buf == NULL) return;
   if (l->known && l->n > 0) {
     for (uint32_t i = 0; i < l->n; i++)
-      if (l->off[i] + l->size[i] <= len) scan_param(p, fp, buf + l->off[i], l->off[i], l->size[i]);
+      if (l->off[i] + l->size[i] <= len) scan_bytes(p, fp, buf + l->off[i], l->size[i]);
   } else {
-    scan_param(p, fp, buf, 0, len);
+    scan_bytes(p, fp, buf, len);
   }
+  if (tmaps) scan_tensormaps(p, fp, buf, 0, len); /* descriptors sit 64-byte aligned in the buffer */
 }
 
 bool _mt_owns(uintptr_t addr) {
