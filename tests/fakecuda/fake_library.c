@@ -14,9 +14,10 @@
  * module (cuLibraryGetModule) whose functions are those same functions. A
  * module loaded by itself owns its functions. Unloading drains every
  * stream first (the real driver may not free code still running), then
- * retires the functions and kernels; their memory is reused by the next
- * load, so a later kernel can get the same handle, as with the real
- * driver -- exactly the case a cache keyed by handle must survive.
+ * retires the functions, kernels, the library and its module; their memory
+ * is reused (last freed, first reused) by the next load, so a later load
+ * gets the same library, module, kernel and function handles, as the real
+ * driver may -- exactly the case a cache keyed by handle must survive.
  *
  * Invariants: every live library, module and kernel is in its g_fc set, so
  * a stale or foreign handle is detected by lookup, never dereferenced.
@@ -45,6 +46,22 @@ typedef struct fc_library {
 
 static fc_kernel_t *kernel_recycle[64];
 static size_t nkernel_recycle;
+static fc_library_t *lib_recycle[64]; /* libraries and modules alike */
+static size_t nlib_recycle;
+
+/* A zeroed library or module, reusing an unloaded one's memory first (so
+ * its handle comes back, as with the real driver). Caller holds mu. */
+static fc_library_t *lib_alloc(void) {
+  fc_library_t *l = nlib_recycle ? lib_recycle[--nlib_recycle] : NULL;
+  if (l) memset(l, 0, sizeof *l);
+  else l = calloc(1, sizeof *l);
+  return l;
+}
+
+static void lib_release(fc_library_t *l) {
+  if (nlib_recycle < sizeof lib_recycle / sizeof lib_recycle[0]) lib_recycle[nlib_recycle++] = l;
+  else free(l);
+}
 
 fc_func_t *fc_kernel_func(const void *h) {
   return fc_set_has(&g_fc.kernels, h) ? ((const fc_kernel_t *)h)->func : NULL;
@@ -66,21 +83,24 @@ static void lib_free(fc_library_t *l) {
   free(l->funcs);
   if (l->module) {
     fc_set_del(&g_fc.modules, l->module);
-    free(l->module);
+    lib_release(l->module);
   }
-  free(l);
+  lib_release(l); /* popped first by the next load: the same handle again */
 }
 
 static CUresult load(const void *code, bool as_module, fc_library_t **out) {
   const fakecuda_image_t *img = code;
   if (!img) return CUDA_ERROR_INVALID_VALUE;
   if (img->magic != FAKECUDA_IMAGE_MAGIC || (img->nkernels && !img->kernels)) return CUDA_ERROR_INVALID_IMAGE;
-  fc_library_t *l = calloc(1, sizeof *l);
+  fc_lock();
+  fc_library_t *l = lib_alloc();
+  fc_library_t *m = l && !as_module ? lib_alloc() : NULL;
+  fc_unlock();
   if (!l) return CUDA_ERROR_OUT_OF_MEMORY;
   l->is_module = as_module;
+  l->module = m;
   l->funcs = calloc(img->nkernels ? img->nkernels : 1, sizeof *l->funcs);
   if (!as_module) l->kernels = calloc(img->nkernels ? img->nkernels : 1, sizeof *l->kernels);
-  if (!as_module) l->module = calloc(1, sizeof *l->module);
   CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
   if (!l->funcs || (!as_module && (!l->kernels || !l->module))) goto fail;
   for (size_t i = 0; i < img->nkernels; i++) {
@@ -126,8 +146,10 @@ fail_locked:
 fail:
   free(l->funcs);
   free(l->kernels);
-  free(l->module);
-  free(l);
+  fc_lock();
+  if (l->module) lib_release(l->module);
+  lib_release(l);
+  fc_unlock();
   return r;
 }
 

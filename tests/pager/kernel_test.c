@@ -324,10 +324,14 @@ static int case_unload(void) {
   void *args_old[] = {&a};
   launch((CUfunction)k_old_h, args_old);
   CALL(cuLibraryUnload, lib);
+  CUlibrary lib_old = lib;
   lib = load_library(new_ks, 1);
   CALL(cuLibraryGetKernel, &k_new_h, lib, "new_k");
-  EXPECT(k_new_h == k_old_h, "the fake did not reuse the kernel handle (%p, %p): the case tests nothing",
-         (void *)k_new_h, (void *)k_old_h);
+  /* Same library and kernel handles: only the unload can tell the layout
+   * cache that the kernel changed. */
+  EXPECT(k_new_h == k_old_h && lib == lib_old,
+         "the fake did not reuse the handles (kernel %p, %p; library %p, %p): the case tests nothing",
+         (void *)k_new_h, (void *)k_old_h, (void *)lib, (void *)lib_old);
   CALL(cuMemsetD32, b, 0, NW); /* evicts a */
   void *args_new[] = {&n, &a};
   launch((CUfunction)k_new_h, args_new); /* a is parameter 1 now */
@@ -344,9 +348,11 @@ static int case_unload(void) {
   void *args_old_b[] = {&b};
   launch(f_old, args_old_b);
   CALL(cuModuleUnload, mod);
+  CUmodule mod_old = mod;
   CALL(cuModuleLoadData, &mod, &img_new);
   CALL(cuModuleGetFunction, &f_new, mod, "new_k");
-  EXPECT(f_new == f_old, "the fake did not reuse the function handle: the case tests nothing");
+  EXPECT(f_new == f_old && mod == mod_old, "the fake did not reuse the module and function handles: the case "
+         "tests nothing");
   CALL(cuMemsetD32, a, 0, NW); /* evicts b */
   void *args_new_b[] = {&n, &b};
   launch(f_new, args_new_b);
