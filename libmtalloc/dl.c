@@ -51,6 +51,9 @@ static void driver_open(void) {
   }
   MT_DRIVER_CORE_FUNCS(MT_DRV_RESOLVE)
 #undef MT_DRV_RESOLVE
+#define MT_DRV_OPTIONAL(name) driver.name = (__typeof__(driver.name))_mt_real_dlsym(driver_handle, #name);
+  MT_DRIVER_OPTIONAL_FUNCS(MT_DRV_OPTIONAL)
+#undef MT_DRV_OPTIONAL
   if (ok) driver_ok = &driver;
 }
 

@@ -48,9 +48,18 @@
   X(cuPointerGetAttribute)                           \
   X(cuFuncGetName)
 
+/* Functions the core uses where the driver has them: newer than the oldest
+ * driver mtalloc runs on (cuKernelGetParamInfo is 12.4, cuKernelGetName
+ * 12.3). NULL in mt_driver_t when missing; the driver stays usable. */
+#define MT_DRIVER_OPTIONAL_FUNCS(X)                  \
+  X(cuKernelGetParamInfo)                            \
+  X(cuKernelGetName)                                 \
+  X(cuLibraryGetModule)
+
 typedef struct mt_driver {
 #define MT_DRV_FIELD(name) __typeof__(&name) name;
   MT_DRIVER_CORE_FUNCS(MT_DRV_FIELD)
+  MT_DRIVER_OPTIONAL_FUNCS(MT_DRV_FIELD)
 #undef MT_DRV_FIELD
 } mt_driver_t;
 

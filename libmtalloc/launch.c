@@ -3,7 +3,7 @@
  *
  * Before a kernel runs, every region it can reach through its parameters
  * must be resident. The parameter layout (offset and size of each
- * parameter) comes from cuFuncGetParamInfo and is cached per function;
+ * parameter) comes from the driver and is kept per handle (layout.c);
  * every 8-byte word of every parameter is a candidate pointer (a struct
  * parameter can hold pointers, e.g. PyTorch's TensorInfo). A word outside
  * the pager's address range is rejected by one comparison; the rest are
@@ -11,101 +11,28 @@
  * (epoch mark), made resident whole, and held until the stream passes the
  * launch.
  *
- * Threading: layouts and everything else under the pager lock.
+ * A CUtensorMap passed by value names its tensor in an encoding only the
+ * driver reads; its bytes are looked up among the descriptors the encoders
+ * made (tensormap.c).
+ *
+ * Threading: everything under the pager lock; a launch's layout is also
+ * held under the layout lock while its parameters are scanned.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "driver.h"
+#include "layout.h"
 #include "pager.h"
 #include "pager_internal.h"
+#include "tensormap.h"
 #include "trace.h"
 
 #include "hash.h"
 
-typedef struct mt_layout {
-  CUfunction f;
-  const char *name;          /* cuFuncGetName, asked once (traces) */
-  bool known;                /* cuFuncGetParamInfo answered */
-  uint32_t n;
-  uint32_t *off, *size;
-} mt_layout_t;
-
-static const char *kernel_name(CUfunction f) {
-  const char *name = NULL;
-  const mt_driver_t *drv = _mt_driver();
-  if (drv && drv->cuFuncGetName(&name, f) == CUDA_SUCCESS && name) return name;
-  return "(unnamed kernel)";
-}
-
-static mt_layout_t *layout_build(CUfunction f) {
-  mt_layout_t *l = calloc(1, sizeof(*l));
-  if (l == NULL) return NULL;
-  l->f = f;
-  l->name = kernel_name(f);
-  const mt_driver_t *drv = _mt_driver();
-  uint32_t cap = 0;
-  for (size_t i = 0;; i++) {
-    size_t off = 0, size = 0;
-    CUresult rc = drv->cuFuncGetParamInfo(f, i, &off, &size);
-    if (rc == CUDA_ERROR_INVALID_VALUE && i > 0) break; /* past the last parameter */
-    if (rc == CUDA_ERROR_INVALID_VALUE && i == 0) {      /* no parameters at all */
-      l->known = true;
-      return l;
-    }
-    if (rc != CUDA_SUCCESS) {
-      mt_warn("cuFuncGetParamInfo failed for kernel %s (%s): its pointer parameters cannot be "
-              "found, so its buffers are not made resident before it runs",
-              kernel_name(f), _mt_cu_errname(rc));
-      l->n = 0;
-      return l;
-    }
-    if (l->n == cap) {
-      cap = cap ? cap * 2 : 8;
-      uint32_t *no = realloc(l->off, cap * sizeof(uint32_t));
-      if (no) l->off = no;
-      uint32_t *ns = realloc(l->size, cap * sizeof(uint32_t));
-      if (ns) l->size = ns;
-      if (!no || !ns) break;
-    }
-    l->off[l->n] = (uint32_t)off;
-    l->size[l->n] = (uint32_t)size;
-    l->n++;
-  }
-  l->known = true;
-  return l;
-}
-
-/* The cached layout of f (open addressing on the function pointer). */
-static mt_layout_t *layout_of(mt_pager_t *p, CUfunction f) {
-  if (p->nlayouts * 2 >= p->cap_layouts) {
-    size_t cap = p->cap_layouts ? p->cap_layouts * 2 : 256;
-    mt_layout_t **nt = calloc(cap, sizeof(*nt));
-    if (nt == NULL) return NULL;
-    for (size_t i = 0; i < p->cap_layouts; i++) {
-      mt_layout_t *l = p->layouts[i];
-      if (l == NULL) continue;
-      size_t h = ((uintptr_t)l->f >> 4) * 0x9E3779B97F4A7C15ULL;
-      for (h &= cap - 1; nt[h]; h = (h + 1) & (cap - 1)) {
-      }
-      nt[h] = l;
-    }
-    free(p->layouts);
-    p->layouts = nt;
-    p->cap_layouts = cap;
-  }
-  size_t mask = p->cap_layouts - 1;
-  size_t h = (((uintptr_t)f >> 4) * 0x9E3779B97F4A7C15ULL) & mask;
-  for (; p->layouts[h]; h = (h + 1) & mask)
-    if (p->layouts[h]->f == f) return p->layouts[h];
-  mt_layout_t *l = layout_build(f);
-  if (l) {
-    p->layouts[h] = l;
-    p->nlayouts++;
-  }
-  return l;
-}
+/* The name messages use; layout.c knows whether f is a function or a kernel. */
+static const char *kernel_name(CUfunction f) { return _mt_layout_name(f); }
 
 typedef struct footprint {
   mt_region_t **r;
@@ -142,10 +69,26 @@ static void scan_bytes(mt_pager_t *p, footprint_t *fp, const void *v, size_t siz
   }
 }
 
+/* CUtensorMap descriptors are 128 bytes, 64-byte aligned in the parameter
+ * buffer, alone or inside a struct parameter: each such window of a large
+ * parameter (off: its offset in the buffer) is looked up. */
+static __attribute__((noinline)) void scan_tensormaps(mt_pager_t *p, footprint_t *fp, const void *v, size_t off,
+                                                      size_t size) {
+  for (size_t o = (64 - off % 64) % 64; o + MT_TMAP_BYTES <= size; o += 64) {
+    uintptr_t addr;
+    if (_mt_tmap_find((const char *)v + o, &addr)) fp_add(p, fp, addr);
+  }
+}
+
 static void scan(mt_pager_t *p, footprint_t *fp, const mt_layout_t *l, void **params, void **extra) {
+  /* Descriptors are looked for in a second pass, only once any exists, so
+   * the word scan every launch makes stays as lean as it was. */
+  bool tmaps = _mt_tmap_any();
   if (params != NULL) {
     for (uint32_t i = 0; i < l->n; i++)
       if (params[i] != NULL) scan_bytes(p, fp, params[i], l->size[i]);
+    for (uint32_t i = 0; tmaps && i < l->n; i++)
+      if (params[i] != NULL && l->size[i] >= MT_TMAP_BYTES) scan_tensormaps(p, fp, params[i], l->off[i], l->size[i]);
     return;
   }
   if (extra == NULL) return;
@@ -163,6 +106,7 @@ static void scan(mt_pager_t *p, footprint_t *fp, const mt_layout_t *l, void **pa
   } else {
     scan_bytes(p, fp, buf, len);
   }
+  if (tmaps) scan_tensormaps(p, fp, buf, 0, len); /* descriptors sit 64-byte aligned in the buffer */
 }
 
 bool _mt_owns(uintptr_t addr) {
@@ -232,15 +176,17 @@ int _mt_launch(CUfunction f, void **params, void **extra, mt_handle_t s, mt_forw
   footprint_t fp = {.r = NULL, .n = 0, .cap = 64, .need = 0, .cold = 0};
   fp.r = fp.inline_r;
   pthread_mutex_lock(&p->lock);
-  mt_layout_t *l = layout_of(p, f);
+  mt_layout_t *l = _mt_layout_acquire(f);
   p->epoch++;
   if (l != NULL) scan(p, &fp, l, params, extra);
+  const char *name = l ? l->name : NULL;
+  _mt_layout_release();
   int rc;
   if (_mt_capturing(p, s)) {
     for (size_t i = 0; i < fp.n; i++) _mt_capture_add(p, s, fp.r[i]->addr);
     rc = fwd(ctx);
   } else {
-    rc = launch_locked(p, &fp, f, s, fwd, ctx, "kernel", l ? l->name : NULL);
+    rc = launch_locked(p, &fp, f, s, fwd, ctx, "kernel", name);
   }
   pthread_mutex_unlock(&p->lock);
   if (fp.r != fp.inline_r) free(fp.r);

@@ -2,7 +2,7 @@
  * pager_internal.h - the pager's data structures, shared by the files that
  * make it up (pager.c: chunk state machine and residency; streams.c: holds;
  * vaspace.c: addresses; smallpool.c: packed small regions; launch.c:
- * footprints; copy.c: copies and sets; graph.c: captured footprints).
+ * footprints (parameter layouts are layout.c's, outside the pager); copy.c: copies and sets; graph.c: captured footprints).
  *
  * One mutex, mt_pager_t.lock, guards everything here. Hooked calls take it
  * for the whole of their work, including forwarding the call to the driver:
@@ -153,10 +153,6 @@ struct mt_pager {
   uint32_t nstreams, cap_streams;
   mt_handle_t *event_pool;
   size_t nevents, cap_events;
-
-  /* launch.c */
-  struct mt_layout **layouts;
-  size_t nlayouts, cap_layouts;
 
   /* graph.c */
   struct mt_graph_fp *graphs;

@@ -21,6 +21,7 @@
   X(resident_bytes)        \
   X(peak_resident_bytes)   \
   X(launches)              \
+  X(launches_unknown_layout) \
   X(allocs)                \
   X(frees)                 \
   X(regions_live)          \

@@ -11,7 +11,10 @@
  *             cuBLAS, PyTorch's driver lookups): we ask the driver, and if
  *             the function it resolved is one we hook, hand back ours. Going
  *             through the driver keeps its version and flag rules (_v2,
- *             _ptsz) exactly right without copying them.
+ *             _ptsz) exactly right without copying them. A driver may
+ *             answer with internal entry points rather than its exports;
+ *             then the request itself (name, version, flag) is matched
+ *             against MT_PROCADDR_NAMES (hooks.h).
  * Each way gets its own trampoline per hook so that the stats can say which
  * route a program used; all three call the same implementation.
  *
@@ -78,6 +81,62 @@ static void *const hook_pa[MT_HOOK__COUNT] = {
 };
 
 _Static_assert(sizeof(hook_names) / sizeof(hook_names[0]) == MT_HOOK__COUNT, "one name per hook");
+
+static const bool hook_pt[MT_HOOK__COUNT] = {
+#define MT_HOOK_PT(name, impl, pt, params, args) pt,
+  MT_DRIVER_HOOKS(MT_HOOK_PT)
+#undef MT_HOOK_PT
+};
+
+static const struct procaddr_row {
+  const char *base;
+  int version;
+  int h;
+} procaddr_rows[] = {
+#define MT_PROCADDR_ROW(base, version, sym) {#base, version, MT_HOOK_##sym},
+  MT_PROCADDR_NAMES(MT_PROCADDR_ROW)
+#undef MT_PROCADDR_ROW
+};
+
+/* The row of (base, version) with the highest first version not above the
+ * request, among per-thread rows (pt) or legacy ones; -1 when none. The
+ * driver's own rule, so a request lands on the same form it would get. */
+static int best_request_row(const char *symbol, int version, bool pt) {
+  int best = -1;
+  for (int i = 0; i < (int)(sizeof(procaddr_rows) / sizeof(procaddr_rows[0])); i++) {
+    const struct procaddr_row *r = &procaddr_rows[i];
+    if (hook_pt[r->h] != pt || r->version > version || strcmp(r->base, symbol) != 0) continue;
+    if (best < 0 || r->version > procaddr_rows[best].version) best = i;
+  }
+  return best;
+}
+
+/* True when some row names base (at any version): then the rows decide. */
+static bool has_rows(const char *base) {
+  for (size_t i = 0; i < sizeof(procaddr_rows) / sizeof(procaddr_rows[0]); i++)
+    if (strcmp(procaddr_rows[i].base, base) == 0) return true;
+  return false;
+}
+
+/* True when hook h is the symbol column of a row. */
+static bool in_rows(int h) {
+  for (size_t i = 0; i < sizeof(procaddr_rows) / sizeof(procaddr_rows[0]); i++)
+    if (procaddr_rows[i].h == h) return true;
+  return false;
+}
+
+int _mt_hook_by_request(const char *symbol, int version, cuuint64_t flags) {
+  if (symbol == NULL || symbol[0] != 'c' || symbol[1] != 'u') return -1;
+  int row = -1;
+  if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) row = best_request_row(symbol, version, true);
+  if (row < 0) row = best_request_row(symbol, version, false);
+  if (row >= 0) return procaddr_rows[row].h;
+  /* A hook without rows (an unversioned function added to the hook list
+   * only) is its own base name at every version, in legacy-stream form. */
+  if (has_rows(symbol)) return -1;
+  int h = _mt_hook_by_name(symbol);
+  return h >= 0 && !hook_pt[h] && !in_rows(h) ? h : -1;
+}
 
 void *_mt_hook_procaddr(int h) { return hook_pa[h]; }
 void *_mt_hook_dlsym(int h) { return hook_dl[h]; }
@@ -154,15 +213,30 @@ CUresult _mt_cu_result(int rc) {
 
 /* ---- the entry points ---------------------------------------------------------- */
 
+/* Swaps the function the driver resolved for ours. First by pointer: the
+ * driver handed out its dlsym export of a hooked symbol (the common case,
+ * and the only check that cannot be fooled by a name table out of date).
+ * Then by request: a driver whose cuGetProcAddress returns internal entry
+ * points (a dispatch table, not the exports) would otherwise send every
+ * runtime call past us while all outputs stay right, so the requested
+ * name, version and per-thread flag pick the hook instead. Only where the
+ * driver also exports that symbol: our implementation calls the export. */
+static void procaddr_swap(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
+  if (pfn == NULL || *pfn == NULL) return;
+  int k = _mt_hook_of_real(*pfn);
+  if (k < 0) {
+    k = _mt_hook_by_request(symbol, cudaVersion, flags);
+    if (k >= 0 && _mt_hook_real[k] == NULL) k = -1;
+  }
+  if (k >= 0) *pfn = hook_pa[k];
+}
+
 CUresult impl_gpa2(int h, int pt, const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                    CUdriverProcAddressQueryResult *symbolStatus) {
   (void)pt;
   if (!_mt_hooks_init() || _mt_hook_real[h] == NULL) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult rc = REAL(h, cuGetProcAddress_v2)(symbol, pfn, cudaVersion, flags, symbolStatus);
-  if (rc == CUDA_SUCCESS && pfn != NULL && *pfn != NULL) {
-    int k = _mt_hook_of_real(*pfn);
-    if (k >= 0) *pfn = hook_pa[k];
-  }
+  if (rc == CUDA_SUCCESS) procaddr_swap(symbol, pfn, cudaVersion, flags);
   return rc;
 }
 
@@ -172,10 +246,7 @@ CUresult impl_gpa1(int h, int pt, const char *symbol, void **pfn, int cudaVersio
   (void)pt;
   if (!_mt_hooks_init() || _mt_hook_real[h] == NULL) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult rc = ((gpa1_fn)_mt_hook_real[h])(symbol, pfn, cudaVersion, flags);
-  if (rc == CUDA_SUCCESS && pfn != NULL && *pfn != NULL) {
-    int k = _mt_hook_of_real(*pfn);
-    if (k >= 0) *pfn = hook_pa[k];
-  }
+  if (rc == CUDA_SUCCESS) procaddr_swap(symbol, pfn, cudaVersion, flags);
   return rc;
 }
 

@@ -83,6 +83,35 @@
    CUdriverProcAddressQueryResult *symbolStatus)
 #define MT_A_GPA2 (symbol, pfn, cudaVersion, flags, symbolStatus)
 
+#define MT_P_TMTILED                                                                           \
+  (CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, \
+   const cuuint64_t *globalDim, const cuuint64_t *globalStrides, const cuuint32_t *boxDim,              \
+   const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,     \
+   CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
+#define MT_A_TMTILED                                                                           \
+  (tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, boxDim, elementStrides, \
+   interleave, swizzle, l2Promotion, oobFill)
+#define MT_P_TMIM2COL                                                                          \
+  (CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, \
+   const cuuint64_t *globalDim, const cuuint64_t *globalStrides, const int *pixelBoxLowerCorner,        \
+   const int *pixelBoxUpperCorner, cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn,             \
+   const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,     \
+   CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
+#define MT_A_TMIM2COL                                                                          \
+  (tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, pixelBoxLowerCorner, \
+   pixelBoxUpperCorner, channelsPerPixel, pixelsPerColumn, elementStrides, interleave, swizzle, l2Promotion, \
+   oobFill)
+#define MT_P_TMWIDE                                                                            \
+  (CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, \
+   const cuuint64_t *globalDim, const cuuint64_t *globalStrides, int pixelBoxLowerCornerWidth,          \
+   int pixelBoxUpperCornerWidth, cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn,               \
+   const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapIm2ColWideMode mode,  \
+   CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
+#define MT_A_TMWIDE                                                                            \
+  (tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, pixelBoxLowerCornerWidth, \
+   pixelBoxUpperCornerWidth, channelsPerPixel, pixelsPerColumn, elementStrides, interleave, mode, swizzle, \
+   l2Promotion, oobFill)
+
 #define MT_DRIVER_HOOKS(X)                                                                              \
   X(cuMemAlloc_v2, alloc, 0, MT_P_ALLOC, MT_A_ALLOC)                                                  \
   X(cuMemAllocPitch_v2, alloc_pitch, 0,                                                                \
@@ -137,6 +166,21 @@
   X(cuLaunchKernelEx_ptsz, launch_ex, 1, MT_P_LAUNCHEX, MT_A_LAUNCHEX)                                 \
   X(cuLaunchCooperativeKernel, launch_coop, 0, MT_P_COOP, MT_A_COOP)                                   \
   X(cuLaunchCooperativeKernel_ptsz, launch_coop, 1, MT_P_COOP, MT_A_COOP)                              \
+  X(cuLibraryGetKernel, lib_get_kernel, 0, (CUkernel *pKernel, CUlibrary library, const char *name),    \
+    (pKernel, library, name))                                                                          \
+  X(cuLibraryEnumerateKernels, lib_enum_kernels, 0,                                                   \
+    (CUkernel *kernels, unsigned int numKernels, CUlibrary lib), (kernels, numKernels, lib))           \
+  X(cuKernelGetFunction, kernel_get_function, 0, (CUfunction *pFunc, CUkernel kernel),                 \
+    (pFunc, kernel))                                                                                   \
+  X(cuModuleGetFunction, module_get_function, 0, (CUfunction *hfunc, CUmodule hmod, const char *name),  \
+    (hfunc, hmod, name))                                                                               \
+  X(cuLibraryUnload, library_unload, 0, (CUlibrary library), (library))                               \
+  X(cuModuleUnload, module_unload, 0, (CUmodule hmod), (hmod))                                         \
+  X(cuTensorMapEncodeTiled, tmap_tiled, 0, MT_P_TMTILED, MT_A_TMTILED)                                 \
+  X(cuTensorMapEncodeIm2col, tmap_im2col, 0, MT_P_TMIM2COL, MT_A_TMIM2COL)                             \
+  X(cuTensorMapEncodeIm2colWide, tmap_im2col_wide, 0, MT_P_TMWIDE, MT_A_TMWIDE)                        \
+  X(cuTensorMapReplaceAddress, tmap_replace, 0, (CUtensorMap *tensorMap, void *globalAddress),         \
+    (tensorMap, globalAddress))                                                                        \
   X(cuStreamDestroy_v2, stream_destroy, 0, (CUstream hStream), (hStream))                              \
   X(cuStreamBeginCapture_v2, begin_capture, 0, MT_P_BEGINCAP, MT_A_BEGINCAP)                           \
   X(cuStreamBeginCapture_v2_ptsz, begin_capture, 1, MT_P_BEGINCAP, MT_A_BEGINCAP)                      \
@@ -154,6 +198,94 @@
     (symbol, pfn, cudaVersion, flags))                                                                 \
   X(cuGetProcAddress_v2, gpa2, 0, MT_P_GPA2, MT_A_GPA2)
 
+/* How cuGetProcAddress maps a request to a hooked symbol, for drivers whose
+ * cuGetProcAddress hands out internal entry points that are not their dlsym
+ * exports (so the pointer alone does not tell which function it is).
+ * X(base name as requested, first CUDA version of the hooked form, hooked
+ * symbol). Per-thread-stream rows are the hooks whose per_thread column is
+ * 1; they apply only to requests with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM.
+ * A request older than every row of its name resolves to a form we do not
+ * hook (cuMemAlloc at 2000 is the 32-bit cuMemAlloc) and is left alone.
+ * A hook without any row is taken as its own base name at every version
+ * (right for an unversioned function: cuMemCreate is "cuMemCreate"); a
+ * versioned or per-thread form needs its rows here, and so does a new
+ * versioned form of a hooked function, or requests for it would be
+ * answered with the older form's hook. The symbol column must name a
+ * hook: a typo does not compile. */
+#define MT_PROCADDR_NAMES(X)                                            \
+  X(cuMemAlloc, 3020, cuMemAlloc_v2)                                    \
+  X(cuMemAllocPitch, 3020, cuMemAllocPitch_v2)                          \
+  X(cuMemAllocAsync, 11020, cuMemAllocAsync)                            \
+  X(cuMemAllocAsync, 11020, cuMemAllocAsync_ptsz)                       \
+  X(cuMemAllocFromPoolAsync, 11020, cuMemAllocFromPoolAsync)            \
+  X(cuMemAllocFromPoolAsync, 11020, cuMemAllocFromPoolAsync_ptsz)       \
+  X(cuMemFree, 3020, cuMemFree_v2)                                      \
+  X(cuMemFreeAsync, 11020, cuMemFreeAsync)                              \
+  X(cuMemFreeAsync, 11020, cuMemFreeAsync_ptsz)                         \
+  X(cuMemGetInfo, 3020, cuMemGetInfo_v2)                                \
+  X(cuMemGetAddressRange, 3020, cuMemGetAddressRange_v2)                \
+  X(cuPointerGetAttribute, 4000, cuPointerGetAttribute)                 \
+  X(cuPointerGetAttributes, 7000, cuPointerGetAttributes)               \
+  X(cuMemcpy, 4000, cuMemcpy)                                           \
+  X(cuMemcpy, 7000, cuMemcpy_ptds)                                      \
+  X(cuMemcpyAsync, 4000, cuMemcpyAsync)                                 \
+  X(cuMemcpyAsync, 7000, cuMemcpyAsync_ptsz)                            \
+  X(cuMemcpyHtoD, 3020, cuMemcpyHtoD_v2)                                \
+  X(cuMemcpyHtoD, 7000, cuMemcpyHtoD_v2_ptds)                           \
+  X(cuMemcpyHtoDAsync, 3020, cuMemcpyHtoDAsync_v2)                      \
+  X(cuMemcpyHtoDAsync, 7000, cuMemcpyHtoDAsync_v2_ptsz)                 \
+  X(cuMemcpyDtoH, 3020, cuMemcpyDtoH_v2)                                \
+  X(cuMemcpyDtoH, 7000, cuMemcpyDtoH_v2_ptds)                           \
+  X(cuMemcpyDtoHAsync, 3020, cuMemcpyDtoHAsync_v2)                      \
+  X(cuMemcpyDtoHAsync, 7000, cuMemcpyDtoHAsync_v2_ptsz)                 \
+  X(cuMemcpyDtoD, 3020, cuMemcpyDtoD_v2)                                \
+  X(cuMemcpyDtoD, 7000, cuMemcpyDtoD_v2_ptds)                           \
+  X(cuMemcpyDtoDAsync, 3020, cuMemcpyDtoDAsync_v2)                      \
+  X(cuMemcpyDtoDAsync, 7000, cuMemcpyDtoDAsync_v2_ptsz)                 \
+  X(cuMemsetD8, 3020, cuMemsetD8_v2)                                    \
+  X(cuMemsetD8, 7000, cuMemsetD8_v2_ptds)                               \
+  X(cuMemsetD16, 3020, cuMemsetD16_v2)                                  \
+  X(cuMemsetD16, 7000, cuMemsetD16_v2_ptds)                             \
+  X(cuMemsetD32, 3020, cuMemsetD32_v2)                                  \
+  X(cuMemsetD32, 7000, cuMemsetD32_v2_ptds)                             \
+  X(cuMemsetD8Async, 3020, cuMemsetD8Async)                             \
+  X(cuMemsetD8Async, 7000, cuMemsetD8Async_ptsz)                        \
+  X(cuMemsetD16Async, 3020, cuMemsetD16Async)                           \
+  X(cuMemsetD16Async, 7000, cuMemsetD16Async_ptsz)                      \
+  X(cuMemsetD32Async, 3020, cuMemsetD32Async)                           \
+  X(cuMemsetD32Async, 7000, cuMemsetD32Async_ptsz)                      \
+  X(cuLaunchKernel, 4000, cuLaunchKernel)                               \
+  X(cuLaunchKernel, 7000, cuLaunchKernel_ptsz)                          \
+  X(cuLaunchKernelEx, 11060, cuLaunchKernelEx)                          \
+  X(cuLaunchKernelEx, 11060, cuLaunchKernelEx_ptsz)                     \
+  X(cuLaunchCooperativeKernel, 9000, cuLaunchCooperativeKernel)         \
+  X(cuLaunchCooperativeKernel, 9000, cuLaunchCooperativeKernel_ptsz)    \
+  X(cuLibraryGetKernel, 12000, cuLibraryGetKernel)                      \
+  X(cuLibraryEnumerateKernels, 12040, cuLibraryEnumerateKernels)        \
+  X(cuKernelGetFunction, 12000, cuKernelGetFunction)                    \
+  X(cuModuleGetFunction, 2000, cuModuleGetFunction)                     \
+  X(cuLibraryUnload, 12000, cuLibraryUnload)                            \
+  X(cuModuleUnload, 2000, cuModuleUnload)                               \
+  X(cuTensorMapEncodeTiled, 12000, cuTensorMapEncodeTiled)              \
+  X(cuTensorMapEncodeIm2col, 12000, cuTensorMapEncodeIm2col)            \
+  X(cuTensorMapEncodeIm2colWide, 12080, cuTensorMapEncodeIm2colWide)    \
+  X(cuTensorMapReplaceAddress, 12000, cuTensorMapReplaceAddress)        \
+  X(cuStreamDestroy, 4000, cuStreamDestroy_v2)                          \
+  X(cuStreamBeginCapture, 10010, cuStreamBeginCapture_v2)               \
+  X(cuStreamBeginCapture, 10010, cuStreamBeginCapture_v2_ptsz)          \
+  X(cuStreamEndCapture, 10000, cuStreamEndCapture)                      \
+  X(cuStreamEndCapture, 10000, cuStreamEndCapture_ptsz)                 \
+  X(cuGraphInstantiate, 12000, cuGraphInstantiateWithFlags)             \
+  X(cuGraphInstantiateWithFlags, 11040, cuGraphInstantiateWithFlags)    \
+  X(cuGraphInstantiateWithParams, 12000, cuGraphInstantiateWithParams)  \
+  X(cuGraphInstantiateWithParams, 12000, cuGraphInstantiateWithParams_ptsz) \
+  X(cuGraphLaunch, 10000, cuGraphLaunch)                                \
+  X(cuGraphLaunch, 10000, cuGraphLaunch_ptsz)                           \
+  X(cuGraphExecDestroy, 10000, cuGraphExecDestroy)                      \
+  X(cuGraphDestroy, 10000, cuGraphDestroy)                              \
+  X(cuGetProcAddress, 11030, cuGetProcAddress)                          \
+  X(cuGetProcAddress, 12000, cuGetProcAddress_v2)
+
 typedef enum mt_hook {
 #define MT_HOOK_ENUM(name, impl, pt, params, args) MT_HOOK_##name,
   MT_DRIVER_HOOKS(MT_HOOK_ENUM)
@@ -170,6 +302,9 @@ int _mt_hook_of_real(void *fn);
 /* Our function for hook h as handed out by cuGetProcAddress / dlsym. */
 void *_mt_hook_procaddr(int h);
 void *_mt_hook_dlsym(int h);
+/* The hook cuGetProcAddress(symbol, version, flags) resolves to by name
+ * (MT_PROCADDR_NAMES), or -1 when the request names no hooked form. */
+int _mt_hook_by_request(const char *symbol, int version, cuuint64_t flags);
 /* The hook index of an exact symbol name, or -1. */
 int _mt_hook_by_name(const char *name);
 /* Our exported function for hook h. */

@@ -123,6 +123,16 @@ static void read_env(void) {
   }
   s = getenv("FAKECUDA_REPORT");
   g_fc.report = s && *s && strcmp(s, "0") != 0;
+  s = getenv("FAKECUDA_KERNEL_AS_FUNC");
+  if (s && strcmp(s, "reject") == 0)
+    g_fc.kernel_as_func_reject = true;
+  else if (s && *s && strcmp(s, "accept") != 0)
+    fprintf(stderr, "fakecuda: bad FAKECUDA_KERNEL_AS_FUNC=\"%s\" (accept or reject), using accept\n", s);
+  s = getenv("FAKECUDA_PARAMINFO");
+  if (s && strcmp(s, "unsupported") == 0)
+    g_fc.paraminfo_unsupported = true;
+  else if (s && *s && strcmp(s, "ok") != 0)
+    fprintf(stderr, "fakecuda: bad FAKECUDA_PARAMINFO=\"%s\" (ok or unsupported), using ok\n", s);
 }
 
 /* ---- pointer set -------------------------------------------------------- */

@@ -180,6 +180,21 @@ struct fc_func {
 };
 /* Fixes the params pointers of a kernel op after it was copied bytewise. */
 void fc_kernel_op_fixup(fc_op_t *op);
+/* A new function, registered in g_fc.funcs (takes mu). aligns may be NULL
+ * (natural alignment). Reuses the memory of a retired function first, as a
+ * driver reuses the handle of an unloaded one. NULL on bad input or OOM. */
+fc_func_t *fc_func_new(const char *name, fakecuda_kernel_fn fn, size_t nparams, const size_t *sizes,
+                       const size_t *aligns);
+/* Unregisters f and keeps its memory for the next fc_func_new. Caller
+ * holds mu and has drained every stream (no op refers to f). */
+void fc_func_retire(fc_func_t *f);
+/* cuFuncGetParamInfo's answer for f (FAKECUDA_PARAMINFO applies). */
+CUresult fc_param_info(const fc_func_t *f, size_t paramIndex, size_t *paramOffset, size_t *paramSize);
+
+/* ---- libraries, modules, CUkernel handles (fake_library.c) ------------- */
+/* The function behind a live CUkernel handle h, or NULL when h is not one.
+ * Caller holds mu. */
+fc_func_t *fc_kernel_func(const void *h);
 
 /* ---- graphs (fake_graph.c) ---------------------------------------------- */
 struct fc_graph {
@@ -230,6 +245,11 @@ typedef struct fc_global {
   fc_set_t graphs;
   fc_set_t execs;
   int primary_refs;      /* cuDevicePrimaryCtxRetain count */
+  fc_set_t kernels;      /* live CUkernel handles (fake_library.c) */
+  fc_set_t libraries;    /* live CUlibrary handles */
+  fc_set_t modules;      /* live CUmodule handles */
+  bool kernel_as_func_reject; /* FAKECUDA_KERNEL_AS_FUNC=reject: cuFunc* refuse CUkernels */
+  bool paraminfo_unsupported; /* FAKECUDA_PARAMINFO=unsupported: no layout queries answer */
 } fc_global_t;
 
 extern fc_global_t g_fc;

@@ -16,8 +16,14 @@
  * may reuse its buffer as soon as the launch returns. The body later runs on
  * the stream's worker with params[i] pointing at the copy of parameter i.
  *
- * Invariants: an fc_func_t is immutable after registration and never freed,
- * so a CUfunction stays valid for the life of the process.
+ * Invariants: an fc_func_t is immutable after registration. One registered
+ * by a test lives as long as the process; one of a library or module
+ * (fake_library.c) is retired at its unload, after every stream drained,
+ * and its memory is reused by the next function made, so a later kernel
+ * may get the same handle (as with the real driver).
+ *
+ * A CUkernel (fake_library.c) can be launched where a CUfunction is taken;
+ * the cuFunc* queries accept it unless FAKECUDA_KERNEL_AS_FUNC=reject.
  *
  * Threading: the function registry is under g_fc.mu; bodies run unlocked.
  */
@@ -34,12 +40,25 @@ static size_t param_align(size_t size) {
 
 static size_t values_offset(size_t nparams) { return (nparams * sizeof(void *) + 15) & ~(size_t)15; }
 
-FC_API CUfunction fakecuda_register_kernel(const char *name, fakecuda_kernel_fn fn, size_t nparams,
-                                           const size_t *param_sizes) {
+/* Memory of retired functions (unloaded libraries), reused LIFO so that a
+ * library loaded after an unload gets the same handles back, as the real
+ * driver may. Under g_fc.mu. */
+static fc_func_t *func_recycle[64];
+static size_t nfunc_recycle;
+
+fc_func_t *fc_func_new(const char *name, fakecuda_kernel_fn fn, size_t nparams, const size_t *param_sizes,
+                       const size_t *param_aligns) {
   if (!name || !fn || (nparams && !param_sizes)) return NULL;
-  for (size_t i = 0; i < nparams; i++)
+  for (size_t i = 0; i < nparams; i++) {
     if (param_sizes[i] == 0 || param_sizes[i] > 4096) return NULL;
-  fc_func_t *f = calloc(1, sizeof *f);
+    if (param_aligns && (param_aligns[i] == 0 || (param_aligns[i] & (param_aligns[i] - 1)) || param_aligns[i] > 256))
+      return NULL;
+  }
+  fc_lock();
+  fc_func_t *f = nfunc_recycle ? func_recycle[--nfunc_recycle] : NULL;
+  fc_unlock();
+  if (f) memset(f, 0, sizeof *f);
+  else f = calloc(1, sizeof *f);
   if (!f) return NULL;
   f->name = strdup(name);
   f->sizes = calloc(nparams ? nparams : 1, sizeof *f->sizes);
@@ -49,7 +68,7 @@ FC_API CUfunction fakecuda_register_kernel(const char *name, fakecuda_kernel_fn 
   f->nparams = nparams;
   size_t off = 0;
   for (size_t i = 0; i < nparams; i++) {
-    size_t a = param_align(param_sizes[i]);
+    size_t a = param_aligns ? param_aligns[i] : param_align(param_sizes[i]);
     off = (off + a - 1) / a * a;
     f->sizes[i] = param_sizes[i];
     f->offsets[i] = off;
@@ -59,7 +78,7 @@ FC_API CUfunction fakecuda_register_kernel(const char *name, fakecuda_kernel_fn 
   fc_lock();
   bool ok = fc_set_add(&g_fc.funcs, f);
   fc_unlock();
-  if (ok) return (CUfunction)f;
+  if (ok) return f;
 fail:
   free(f->name);
   free(f->sizes);
@@ -68,31 +87,67 @@ fail:
   return NULL;
 }
 
-static fc_func_t *func_get(CUfunction h) {
-  fc_lock();
-  bool ok = fc_set_has(&g_fc.funcs, h);
-  fc_unlock();
-  return ok ? (fc_func_t *)h : NULL;
+void fc_func_retire(fc_func_t *f) {
+  fc_set_del(&g_fc.funcs, f);
+  free(f->name);
+  free(f->sizes);
+  free(f->offsets);
+  if (nfunc_recycle < sizeof func_recycle / sizeof func_recycle[0]) func_recycle[nfunc_recycle++] = f;
+  else free(f);
 }
 
-FC_API CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset,
-                                   size_t *paramSize) {
-  CUresult r = fc_check_init();
-  if (r) return r;
-  fc_func_t *f = func_get(func);
-  if (!f) return CUDA_ERROR_INVALID_HANDLE;
+FC_API CUfunction fakecuda_register_kernel(const char *name, fakecuda_kernel_fn fn, size_t nparams,
+                                           const size_t *param_sizes) {
+  return (CUfunction)fc_func_new(name, fn, nparams, param_sizes, NULL);
+}
+
+/* A launchable handle: a CUfunction, or a CUkernel (cuda.h lets
+ * cuLaunchKernel take one cast to CUfunction). */
+static fc_func_t *func_get(CUfunction h) {
+  fc_lock();
+  fc_func_t *f = fc_set_has(&g_fc.funcs, h) ? (fc_func_t *)h : fc_kernel_func(h);
+  fc_unlock();
+  return f;
+}
+
+/* What the cuFunc* queries accept: a CUfunction always; a CUkernel unless
+ * FAKECUDA_KERNEL_AS_FUNC=reject, and then they answer
+ * CUDA_ERROR_INVALID_VALUE, the answer an out-of-range parameter index also
+ * gets (whether the real driver accepts kernels here is undocumented; this
+ * is the worst case for a caller). *r is the error when NULL is returned. */
+static fc_func_t *query_get(CUfunction h, CUresult *r) {
+  fc_lock();
+  bool is_func = fc_set_has(&g_fc.funcs, h);
+  fc_func_t *k = is_func ? NULL : fc_kernel_func(h);
+  fc_unlock();
+  if (is_func) return (fc_func_t *)h;
+  *r = k && g_fc.kernel_as_func_reject ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
+  return k && !g_fc.kernel_as_func_reject ? k : NULL;
+}
+
+CUresult fc_param_info(const fc_func_t *f, size_t paramIndex, size_t *paramOffset, size_t *paramSize) {
+  if (g_fc.paraminfo_unsupported) return CUDA_ERROR_NOT_SUPPORTED;
   if (paramIndex >= f->nparams) return CUDA_ERROR_INVALID_VALUE;
   if (paramOffset) *paramOffset = f->offsets[paramIndex];
   if (paramSize) *paramSize = f->sizes[paramIndex];
   return CUDA_SUCCESS;
 }
 
+FC_API CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset,
+                                   size_t *paramSize) {
+  CUresult r = fc_check_init();
+  if (r) return r;
+  fc_func_t *f = query_get(func, &r);
+  if (!f) return r;
+  return fc_param_info(f, paramIndex, paramOffset, paramSize);
+}
+
 FC_API CUresult cuFuncGetName(const char **name, CUfunction hfunc) {
   CUresult r = fc_check_init();
   if (r) return r;
   if (!name) return CUDA_ERROR_INVALID_VALUE;
-  fc_func_t *f = func_get(hfunc);
-  if (!f) return CUDA_ERROR_INVALID_HANDLE;
+  fc_func_t *f = query_get(hfunc, &r);
+  if (!f) return r;
   *name = f->name;
   return CUDA_SUCCESS;
 }

@@ -20,9 +20,21 @@
  * Only entry points the fake implements are listed, so versions older than
  * the oldest implemented form report VERSION_NOT_SUFFICIENT.
  *
- * Threading: the table is constant; lookups need no lock and no cuInit.
+ * FAKECUDA_PROCADDR_WRAPPERS=1 makes the answers internal entry points: one
+ * small machine-code thunk per row that jumps to the implementation, so
+ * the call works exactly the same but the address differs from what dlsym
+ * returns for the symbol -- as with a driver that hands out its own
+ * dispatch table. An interposer that recognises its functions only by
+ * comparing addresses with the dlsym exports then sees nothing.
+ *
+ * Threading: the table is constant; lookups need no lock and no cuInit
+ * (the thunks are made once, under pthread_once).
  */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "fake_internal.h"
 
@@ -170,6 +182,22 @@ CUresult cuEventElapsedTime(float *, CUevent, CUevent);
   X(cuLaunchCooperativeKernel, 9000, cuLaunchCooperativeKernel_ptsz, P)   \
   X(cuFuncGetName, 12030, cuFuncGetName, L)                               \
   X(cuFuncGetParamInfo, 12040, cuFuncGetParamInfo, L)                     \
+  X(cuModuleLoadData, 2000, cuModuleLoadData, L)                         \
+  X(cuModuleUnload, 2000, cuModuleUnload, L)                             \
+  X(cuModuleGetFunction, 2000, cuModuleGetFunction, L)                   \
+  X(cuLibraryLoadData, 12000, cuLibraryLoadData, L)                       \
+  X(cuLibraryUnload, 12000, cuLibraryUnload, L)                           \
+  X(cuLibraryGetKernel, 12000, cuLibraryGetKernel, L)                     \
+  X(cuLibraryGetKernelCount, 12040, cuLibraryGetKernelCount, L)           \
+  X(cuLibraryEnumerateKernels, 12040, cuLibraryEnumerateKernels, L)       \
+  X(cuLibraryGetModule, 12000, cuLibraryGetModule, L)                     \
+  X(cuKernelGetFunction, 12000, cuKernelGetFunction, L)                   \
+  X(cuKernelGetName, 12030, cuKernelGetName, L)                           \
+  X(cuKernelGetParamInfo, 12040, cuKernelGetParamInfo, L)                 \
+  X(cuTensorMapEncodeTiled, 12000, cuTensorMapEncodeTiled, L)             \
+  X(cuTensorMapEncodeIm2col, 12000, cuTensorMapEncodeIm2col, L)           \
+  X(cuTensorMapEncodeIm2colWide, 12080, cuTensorMapEncodeIm2colWide, L)   \
+  X(cuTensorMapReplaceAddress, 12000, cuTensorMapReplaceAddress, L)       \
   X(cuStreamBeginCapture, 10010, cuStreamBeginCapture_v2, L)              \
   X(cuStreamBeginCapture, 10010, cuStreamBeginCapture_v2_ptsz, P)         \
   X(cuStreamEndCapture, 10000, cuStreamEndCapture, L)                     \
@@ -201,11 +229,64 @@ _Static_assert(sizeof procs / sizeof procs[0] == 0 FC_PROCS(FC_PROC_COUNT),
                "one table row per X entry");
 #undef FC_PROC_COUNT
 
+#define NPROCS (sizeof procs / sizeof procs[0])
+#define THUNK_BYTES 16
+
+static unsigned char *thunks; /* NPROCS thunks, or NULL: answer the exports */
+static pthread_once_t thunks_once = PTHREAD_ONCE_INIT;
+
+/* Writes a thunk that jumps to target. false on an architecture we do not
+ * know (then the exports are answered). */
+static bool thunk_write(unsigned char *t, void *target) {
+  uint64_t a = (uint64_t)(uintptr_t)target;
+#if defined(__x86_64__)
+  static const unsigned char head[] = {0xf3, 0x0f, 0x1e, 0xfa, 0x48, 0xb8}; /* endbr64; movabs rax, */
+  memcpy(t, head, sizeof head);
+  memcpy(t + 6, &a, 8);
+  t[14] = 0xff; /* jmp rax */
+  t[15] = 0xe0;
+  return true;
+#elif defined(__aarch64__)
+  static const uint32_t code[] = {0x58000050u, 0xd61f0200u}; /* ldr x16, #8; br x16 */
+  memcpy(t, code, sizeof code);
+  memcpy(t + 8, &a, 8);
+  return true;
+#else
+  (void)t, (void)a;
+  return false;
+#endif
+}
+
+static void thunks_make(void) {
+  const char *s = getenv("FAKECUDA_PROCADDR_WRAPPERS");
+  if (!s || !*s || strcmp(s, "0") == 0) return;
+  size_t len = NPROCS * THUNK_BYTES;
+  void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) {
+    fprintf(stderr, "fakecuda: FAKECUDA_PROCADDR_WRAPPERS: mmap failed; answering the exports\n");
+    return;
+  }
+  for (size_t i = 0; i < NPROCS; i++) {
+    if (!thunk_write((unsigned char *)m + i * THUNK_BYTES, procs[i].fn)) {
+      fprintf(stderr, "fakecuda: FAKECUDA_PROCADDR_WRAPPERS: no thunks on this architecture; answering the exports\n");
+      munmap(m, len);
+      return;
+    }
+  }
+  __builtin___clear_cache((char *)m, (char *)m + len);
+  if (mprotect(m, len, PROT_READ | PROT_EXEC) != 0) {
+    fprintf(stderr, "fakecuda: FAKECUDA_PROCADDR_WRAPPERS: mprotect failed; answering the exports\n");
+    munmap(m, len);
+    return;
+  }
+  thunks = m;
+}
+
 /* Best row for (name, version, mode): NULL if none. *seen tells whether the
  * name has any row at all in that mode. */
 static const proc_t *best_row(const char *name, int version, int mode, bool *seen) {
   const proc_t *best = NULL;
-  for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++) {
+  for (size_t i = 0; i < NPROCS; i++) {
     const proc_t *p = &procs[i];
     if (p->mode != mode || strcmp(p->name, name) != 0) continue;
     *seen = true;
@@ -230,7 +311,8 @@ static CUresult lookup(const char *symbol, void **pfn, int version, cuuint64_t f
                      : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     return CUDA_ERROR_NOT_FOUND;
   }
-  *pfn = p->fn;
+  pthread_once(&thunks_once, thunks_make);
+  *pfn = thunks ? (void *)(thunks + (size_t)(p - procs) * THUNK_BYTES) : p->fn;
   if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
   return CUDA_SUCCESS;
 }

@@ -16,6 +16,14 @@
  *   FAKECUDA_JITTER_US  each stream operation waits a random 0..N us first (default 0)
  *   FAKECUDA_BW         copies take bytes/FAKECUDA_BW seconds (default: instant)
  *   FAKECUDA_REPORT     1: print "fakecuda: peak_device_bytes N" at exit
+ *   FAKECUDA_KERNEL_AS_FUNC  accept (default) | reject: whether cuFuncGetParamInfo
+ *                       and cuFuncGetName accept a CUkernel handle; reject answers
+ *                       CUDA_ERROR_INVALID_VALUE (launching a CUkernel always works)
+ *   FAKECUDA_PARAMINFO  ok (default) | unsupported: every cuFuncGetParamInfo and
+ *                       cuKernelGetParamInfo answers CUDA_ERROR_NOT_SUPPORTED
+ *   FAKECUDA_PROCADDR_WRAPPERS  1: cuGetProcAddress returns internal entry
+ *                       points (thunks) whose addresses differ from the dlsym
+ *                       exports, as a driver with its own dispatch table may
  */
 #ifndef FAKECUDA_H
 #define FAKECUDA_H
@@ -46,6 +54,30 @@ typedef void (*fakecuda_kernel_fn)(void **params, const fakecuda_launch_t *launc
  * this layout. name is copied. Returns the CUfunction, or NULL on bad input. */
 CUfunction fakecuda_register_kernel(const char *name, fakecuda_kernel_fn fn,
                                     size_t nparams, const size_t *param_sizes);
+
+/* A "library image" for cuLibraryLoadData / cuModuleLoadData: the fake's
+ * stand-in for a cubin. Each kernel is laid out like fakecuda_register_kernel
+ * lays out its parameters, except that param_aligns (when not NULL) gives
+ * each parameter's alignment (64 for a CUtensorMap). The image and what it
+ * points to need only live during the load call. */
+#define FAKECUDA_IMAGE_MAGIC 0x4e49424b41464346ull /* "FCFAKBIN" */
+typedef struct fakecuda_image_kernel {
+  const char *name;
+  fakecuda_kernel_fn fn;
+  size_t nparams;
+  const size_t *param_sizes;
+  const size_t *param_aligns;
+} fakecuda_image_kernel_t;
+typedef struct fakecuda_image {
+  unsigned long long magic; /* FAKECUDA_IMAGE_MAGIC */
+  size_t nkernels;
+  const fakecuda_image_kernel_t *kernels;
+} fakecuda_image_t;
+
+/* The global address a CUtensorMap made by the fake's encoders names (its
+ * encoding is the fake's own, not a plain word), or NULL when desc is not
+ * one. Kernel bodies use it to reach the tensor. */
+void *fakecuda_tensormap_address(const void *desc);
 
 /* Device memory in use now and at peak: cuMemAlloc* allocations plus physical
  * allocations from cuMemCreate with a device location, in bytes. Reserved
