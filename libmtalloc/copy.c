@@ -5,8 +5,13 @@
  * chunk boundary on either side; each piece's chunks are made resident and
  * the piece forwarded before the next, so a copy of any size goes through a
  * budget of two chunks. A piece that overwrites a whole chunk does not
- * fetch its old contents. Asynchronous pieces hold their regions until the
- * stream passes them.
+ * fetch its old contents. Pieces hold their regions until the stream they
+ * run on passes them: asynchronous ones, and also the synchronous forms
+ * that may return before the GPU is done (the driver's API synchronisation
+ * rules: device-to-device and pageable host-to-device copies, and every
+ * memset of device memory), which run on the legacy default stream, or the
+ * calling thread's per-thread one for the _ptds forms. Only copies out of
+ * regions to the host are complete when the call returns.
  *
  * Escaped pointers: a small host buffer copied to the device may be a table
  * of device pointers (an array of tensors, a struct of arguments); every
@@ -60,11 +65,12 @@ int _mt_copy(uintptr_t dst, uintptr_t src, size_t n, mt_handle_t s, bool async, 
   pthread_mutex_lock(&p->lock);
   int rc = 0;
   bool din = _mt_in_range(p, dst), sin = _mt_in_range(p, src);
-  uint32_t si = async ? _mt_stream_index(p, s) : 0;
+  /* Synchronous copies into a region may still run after the call returns. */
+  uint32_t si = async || din ? _mt_stream_index(p, s) : 0;
   if (_mt_trace_on()) {
     uint32_t dir = din && sin ? MT_TR_D2D : din ? (src_is_host ? MT_TR_H2D : MT_TR_D2D) : MT_TR_D2H;
     uint64_t t = _mt_trace_now();
-    _mt_trace_copy(dir, false, si, n, t, t);
+    _mt_trace_copy(dir, false, async ? si : 0, n, t, t);
   }
   if (n <= ESCAPE_SCAN_MAX && din && !sin && src_is_host != 0 && (src_is_host == 1 || readable_host(src)))
     escape_scan(p, (const void *)src, n, s);
@@ -97,10 +103,10 @@ int _mt_memset(uintptr_t dst, size_t n, size_t elsize, mt_handle_t s, bool async
   if (p == NULL || !_mt_in_range(p, dst)) return fwd(ctx, dst, 0, n);
   pthread_mutex_lock(&p->lock);
   int rc = 0;
-  uint32_t si = async ? _mt_stream_index(p, s) : 0;
+  uint32_t si = _mt_stream_index(p, s); /* synchronous sets too may run after the call returns */
   if (_mt_trace_on()) {
     uint64_t t = _mt_trace_now();
-    _mt_trace_copy(MT_TR_SET, false, si, n, t, t);
+    _mt_trace_copy(MT_TR_SET, false, async ? si : 0, n, t, t);
   }
   while (n > 0 && rc == 0) {
     p->epoch++;
