@@ -603,10 +603,7 @@ int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **
     p->budget = 2 * p->chunk;
   }
   size_t host = cfg->host_budget;
-  if (host == 0) {
-    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    host = pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz / 4 * 3 : (size_t)16 << 30;
-  }
+  if (host == 0) host = _mt_sysmem_limit() / 4 * 3; /* RAM, or the cgroup's limit when lower */
   p->host_budget = host / p->chunk * p->chunk;
   p->small_limit = cfg->small_limit;
   /* Address space: all that budgets can hold, twice over for fragmentation. */
