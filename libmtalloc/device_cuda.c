@@ -32,6 +32,10 @@ typedef struct cuda_device {
 
 static int fail(const char *what, CUresult rc) {
   if (rc == CUDA_ERROR_OUT_OF_MEMORY) return -ENOMEM;
+  /* At exit the driver may be torn down before the program's last frees
+   * reach us: the memory goes with the process, and there is nothing to
+   * report. */
+  if (rc == CUDA_ERROR_DEINITIALIZED) return -ESHUTDOWN;
   mt_error("%s failed: %s", what, _mt_cu_errname(rc));
   return -EIO;
 }
