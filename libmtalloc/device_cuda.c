@@ -208,6 +208,8 @@ mt_device_t *_mt_device_cuda_open(void) {
     return NULL;
   }
   mt_device_info_t *in = &cd->base.info;
+  in->ordinal = (int)cd->dev;
+  in->ctx = (uint64_t)(uintptr_t)cd->ctx;
   drv->cuDeviceGetName(in->name, sizeof(in->name), cd->dev);
   size_t fr = 0, tot = 0;
   drv->cuMemGetInfo_v2(&fr, &tot);

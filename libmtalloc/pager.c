@@ -566,6 +566,12 @@ int _mt_region_range(uintptr_t addr, uintptr_t *base, size_t *size) {
   return rc;
 }
 
+void _mt_pager_device(uint64_t *ctx, int *ordinal) {
+  mt_pager_t *p = _mt_pager;
+  *ctx = p->dev->info.ctx;
+  *ordinal = p->dev->info.ordinal;
+}
+
 void _mt_mem_info(size_t *free_bytes, size_t *total) {
   mt_pager_t *p = _mt_pager;
   pthread_mutex_lock(&p->lock);

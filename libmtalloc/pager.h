@@ -49,6 +49,9 @@ int _mt_alloc(size_t size, uintptr_t *out);
 int _mt_free(uintptr_t addr, mt_handle_t s, bool async);
 int _mt_region_range(uintptr_t addr, uintptr_t *base, size_t *size);
 void _mt_mem_info(size_t *free_bytes, size_t *total);
+/* The context (a CUcontext) and device ordinal the pager's regions live in;
+ * only once the pager runs. */
+void _mt_pager_device(uint64_t *ctx, int *ordinal);
 /* True when addr lies in the pager's address range. */
 bool _mt_owns(uintptr_t addr);
 
