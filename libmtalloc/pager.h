@@ -71,6 +71,9 @@ int _mt_memset(uintptr_t dst, size_t n, size_t elsize, mt_handle_t s, bool async
 /* Streams and graphs. */
 void _mt_stream_destroyed(mt_handle_t s);
 void _mt_capture_begin(mt_handle_t s);
+/* addr was just allocated in stream order on s: if s is capturing, the
+ * allocation belongs to the capture's graph (graph.c). */
+void _mt_capture_alloc(mt_handle_t s, uintptr_t addr);
 void _mt_capture_end(mt_handle_t s, mt_handle_t graph);
 void _mt_graph_instantiated(mt_handle_t graph, mt_handle_t exec);
 void _mt_graph_destroyed(mt_handle_t graph_or_exec);

@@ -51,20 +51,20 @@ CUresult impl_alloc_pitch(int h, int pt, CUdeviceptr *dptr, size_t *pPitch, size
 }
 
 CUresult impl_alloc_async(int h, int pt, CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-  (void)pt;
   bool pass;
   CUresult rc = alloc_common(h, dptr, bytesize, &pass);
   if (pass) return _mt_hook_real[h] ? REAL(h, cuMemAllocAsync)(dptr, bytesize, hStream) : CUDA_ERROR_NOT_INITIALIZED;
+  if (rc == CUDA_SUCCESS) _mt_capture_alloc(_mt_stream_of(hStream, pt), (uintptr_t)*dptr);
   return rc;
 }
 
 CUresult impl_alloc_pool(int h, int pt, CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
-  (void)pt;
   bool pass;
   CUresult rc = alloc_common(h, dptr, bytesize, &pass);
   if (pass)
     return _mt_hook_real[h] ? REAL(h, cuMemAllocFromPoolAsync)(dptr, bytesize, pool, hStream)
                             : CUDA_ERROR_NOT_INITIALIZED;
+  if (rc == CUDA_SUCCESS) _mt_capture_alloc(_mt_stream_of(hStream, pt), (uintptr_t)*dptr);
   return rc;
 }
 
