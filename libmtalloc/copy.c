@@ -5,8 +5,17 @@
  * chunk boundary on either side; each piece's chunks are made resident and
  * the piece forwarded before the next, so a copy of any size goes through a
  * budget of two chunks. A piece that overwrites a whole chunk does not
- * fetch its old contents. Asynchronous pieces hold their regions until the
- * stream passes them.
+ * fetch its old contents. Pieces hold their regions until the stream they
+ * run on passes them: asynchronous ones, and also the synchronous forms
+ * that may return before the GPU is done (the driver's API synchronisation
+ * rules: device-to-device and pageable host-to-device copies, and every
+ * memset of device memory), which run on the legacy default stream, or the
+ * calling thread's per-thread one for the _ptds forms. Only copies out of
+ * regions to the host are complete when the call returns.
+ *
+ * A copy or set issued on a capturing stream runs at each launch of the
+ * graph, not now: its regions join the capture's footprint (graph.c), and
+ * it is forwarded whole, fetching and evicting nothing.
  *
  * Escaped pointers: a small host buffer copied to the device may be a table
  * of device pointers (an array of tensors, a struct of arguments); every
@@ -47,6 +56,19 @@ static bool readable_host(uintptr_t src) {
   return rc != CUDA_SUCCESS || type == CU_MEMORYTYPE_HOST;
 }
 
+/* escape_scan for a captured copy: the table is read at each replay, so its
+ * regions join the graph's footprint instead of being pinned now. */
+static void escape_capture(mt_pager_t *p, const void *src, size_t n, mt_handle_t s) {
+  const char *b = src;
+  for (size_t o = 0; o + 8 <= n; o += 8) {
+    uintptr_t w;
+    memcpy(&w, b + o, 8);
+    if (!_mt_in_range(p, w)) continue;
+    mt_region_t *r = _mt_rmap_find(p->rmap, w, NULL, NULL);
+    if (r != NULL) _mt_capture_add(p, s, r->addr);
+  }
+}
+
 static size_t piece_limit(mt_pager_t *p, mt_region_t *r, uintptr_t a, size_t n) {
   if (r == NULL || r->kind == REG_SMALL) return n;
   size_t to_end = p->chunk - (size_t)((a - r->addr) % p->chunk);
@@ -60,14 +82,23 @@ int _mt_copy(uintptr_t dst, uintptr_t src, size_t n, mt_handle_t s, bool async, 
   pthread_mutex_lock(&p->lock);
   int rc = 0;
   bool din = _mt_in_range(p, dst), sin = _mt_in_range(p, src);
-  uint32_t si = async ? _mt_stream_index(p, s) : 0;
+  bool table = n <= ESCAPE_SCAN_MAX && din && !sin && src_is_host != 0 && (src_is_host == 1 || readable_host(src));
+  if (_mt_capturing(p, s)) {
+    if (din) _mt_capture_range(p, s, dst, n);
+    if (sin) _mt_capture_range(p, s, src, n);
+    if (table) escape_capture(p, (const void *)src, n, s);
+    rc = fwd(ctx, dst, src, n);
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+  }
+  /* Synchronous copies into a region may still run after the call returns. */
+  uint32_t si = async || din ? _mt_stream_index(p, s) : 0;
   if (_mt_trace_on()) {
     uint32_t dir = din && sin ? MT_TR_D2D : din ? (src_is_host ? MT_TR_H2D : MT_TR_D2D) : MT_TR_D2H;
     uint64_t t = _mt_trace_now();
-    _mt_trace_copy(dir, false, si, n, t, t);
+    _mt_trace_copy(dir, false, async ? si : 0, n, t, t);
   }
-  if (n <= ESCAPE_SCAN_MAX && din && !sin && src_is_host != 0 && (src_is_host == 1 || readable_host(src)))
-    escape_scan(p, (const void *)src, n, s);
+  if (table) escape_scan(p, (const void *)src, n, s);
   while (n > 0 && rc == 0) {
     p->epoch++;
     mt_region_t *rd = _mt_region_of(p, dst), *rs = _mt_region_of(p, src);
@@ -97,10 +128,16 @@ int _mt_memset(uintptr_t dst, size_t n, size_t elsize, mt_handle_t s, bool async
   if (p == NULL || !_mt_in_range(p, dst)) return fwd(ctx, dst, 0, n);
   pthread_mutex_lock(&p->lock);
   int rc = 0;
-  uint32_t si = async ? _mt_stream_index(p, s) : 0;
+  if (_mt_capturing(p, s)) {
+    _mt_capture_range(p, s, dst, n);
+    rc = fwd(ctx, dst, 0, n);
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+  }
+  uint32_t si = _mt_stream_index(p, s); /* synchronous sets too may run after the call returns */
   if (_mt_trace_on()) {
     uint64_t t = _mt_trace_now();
-    _mt_trace_copy(MT_TR_SET, false, si, n, t, t);
+    _mt_trace_copy(MT_TR_SET, false, async ? si : 0, n, t, t);
   }
   while (n > 0 && rc == 0) {
     p->epoch++;

@@ -27,6 +27,8 @@ typedef struct mt_device_info {
   size_t granularity;     /* mapping granularity (2 MiB on current GPUs) */
   bool host_mappable;     /* physical host memory can be mapped at a device address */
   int host_numa_node;     /* the GPU's NUMA node, or -1 */
+  int ordinal;            /* the device's ordinal (CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) */
+  uint64_t ctx;           /* the context the pager works in (CUcontext); 0 = none */
   char name[96];
 } mt_device_info_t;
 

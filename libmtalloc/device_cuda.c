@@ -32,6 +32,10 @@ typedef struct cuda_device {
 
 static int fail(const char *what, CUresult rc) {
   if (rc == CUDA_ERROR_OUT_OF_MEMORY) return -ENOMEM;
+  /* At exit the driver may be torn down before the program's last frees
+   * reach us: the memory goes with the process, and there is nothing to
+   * report. */
+  if (rc == CUDA_ERROR_DEINITIALIZED) return -ESHUTDOWN;
   mt_error("%s failed: %s", what, _mt_cu_errname(rc));
   return -EIO;
 }
@@ -204,6 +208,8 @@ mt_device_t *_mt_device_cuda_open(void) {
     return NULL;
   }
   mt_device_info_t *in = &cd->base.info;
+  in->ordinal = (int)cd->dev;
+  in->ctx = (uint64_t)(uintptr_t)cd->ctx;
   drv->cuDeviceGetName(in->name, sizeof(in->name), cd->dev);
   size_t fr = 0, tot = 0;
   drv->cuMemGetInfo_v2(&fr, &tot);

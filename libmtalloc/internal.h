@@ -186,4 +186,17 @@ size_t _mt_rmap_count(_mt_rmap_t *m);
 /* Level-3 check: ranges sorted, disjoint, counts agree. Returns 0 or -EFAULT. */
 int _mt_rmap_check(_mt_rmap_t *m);
 
+/* ---- sysmem.c --------------------------------------------------------------
+ * The memory this process may use: physical RAM, or its cgroup's limit when
+ * lower (the default MT_MAX_HOST is three quarters of it). */
+size_t _mt_sysmem_limit(void);
+/* The same under another root folder ("" = the real one), with phys bytes of RAM. */
+size_t _mt_sysmem_limit_at(const char *root, size_t phys);
+/* One cgroup limit file's text: "max" (UINT64_MAX) or a byte count. 0 or -EINVAL. */
+int _mt_cgroup_value(const char *text, uint64_t *out);
+/* The cgroup path of the memory controller in /proc/self/cgroup's text, for
+ * cgroup version 2 ("0::/path") or 1 ("N:a,memory,b:/path"). 0, -ENOENT or
+ * -ENAMETOOLONG. */
+int _mt_cgroup_path(const char *proc_cgroup, int version, char *out, size_t n);
+
 #endif

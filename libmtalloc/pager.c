@@ -154,6 +154,8 @@ static bool eligible(mt_policy_node_t *n, void *arg) {
   mt_chunk_t *c = container_of_chunk(n);
   mt_region_t *r = c->region;
   if (r->escaped || r->epoch == v->p->epoch) return false;
+  /* During a capture no copy may be waited for (graph.c): clean chunks only. */
+  if (_mt_capture_active(v->p) && (c->dirty || c->host_addr == 0)) return false;
   if (v->wait) return true;
   return !region_held(v->p, r, false);
 }
@@ -171,7 +173,7 @@ static int make_room(mt_pager_t *p, size_t need) {
     victim_ctx_t vc = {p, false};
     while (n < EVICT_BATCH && p->used - freed + need > p->budget) {
       mt_policy_node_t *node = p->pol_ops->victim(p->pol, eligible, &vc);
-      if (node == NULL && !vc.wait) {
+      if (node == NULL && !vc.wait && !_mt_capture_active(p)) {
         vc.wait = true; /* everything is in flight: wait for the coldest */
         continue;
       }
@@ -432,6 +434,7 @@ static void region_destroy(mt_pager_t *p, mt_region_t *r) {
 
 /* Destroys deferred frees whose stream work has finished (all, with wait). */
 static void reap_pending(mt_pager_t *p, bool wait) {
+  if (_mt_capture_active(p)) return; /* no event queries during a capture (graph.c) */
   mt_region_t **pp = &p->pending;
   while (*pp != NULL) {
     mt_region_t *r = *pp;
@@ -481,7 +484,7 @@ static int alloc_locked(mt_pager_t *p, size_t size, uintptr_t *out) {
      * host is full needs a place for the victim before the fetched chunk's
      * host copy can be given up. */
     if (p->committed + bytes + p->chunk > p->budget + p->host_budget) {
-      if (p->pending) {
+      if (p->pending && !_mt_capture_active(p)) {
         reap_pending(p, true);
         return alloc_locked(p, size, out);
       }
@@ -538,6 +541,12 @@ int _mt_free(uintptr_t addr, mt_handle_t s, bool async) {
     pthread_mutex_unlock(&p->lock);
     return -EINVAL; /* inside our range but not an allocation: the driver's answer */
   }
+  int kept = _mt_graph_keep(p, addr); /* allocated during a capture: its graph keeps it */
+  if (kept != 0) {
+    pthread_mutex_unlock(&p->lock);
+    return kept < 0 ? kept : 0;
+  }
+  if (_mt_capture_active(p)) async = true; /* no waiting during a capture: freed in order of s */
   _mt_rmap_remove(p->rmap, addr, NULL);
   regions_changed(-1);
   if (async) {
@@ -564,6 +573,12 @@ int _mt_region_range(uintptr_t addr, uintptr_t *base, size_t *size) {
   int rc = _mt_rmap_find(p->rmap, addr, base, size) ? 0 : -EINVAL;
   pthread_mutex_unlock(&p->lock);
   return rc;
+}
+
+void _mt_pager_device(uint64_t *ctx, int *ordinal) {
+  mt_pager_t *p = _mt_pager;
+  *ctx = p->dev->info.ctx;
+  *ordinal = p->dev->info.ordinal;
 }
 
 void _mt_mem_info(size_t *free_bytes, size_t *total) {
@@ -603,10 +618,7 @@ int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **
     p->budget = 2 * p->chunk;
   }
   size_t host = cfg->host_budget;
-  if (host == 0) {
-    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    host = pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz / 4 * 3 : (size_t)16 << 30;
-  }
+  if (host == 0) host = _mt_sysmem_limit() / 4 * 3; /* RAM, or the cgroup's limit when lower */
   p->host_budget = host / p->chunk * p->chunk;
   p->small_limit = cfg->small_limit;
   /* Address space: all that budgets can hold, twice over for fragmentation. */

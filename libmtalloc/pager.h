@@ -49,6 +49,9 @@ int _mt_alloc(size_t size, uintptr_t *out);
 int _mt_free(uintptr_t addr, mt_handle_t s, bool async);
 int _mt_region_range(uintptr_t addr, uintptr_t *base, size_t *size);
 void _mt_mem_info(size_t *free_bytes, size_t *total);
+/* The context (a CUcontext) and device ordinal the pager's regions live in;
+ * only once the pager runs. */
+void _mt_pager_device(uint64_t *ctx, int *ordinal);
 /* True when addr lies in the pager's address range. */
 bool _mt_owns(uintptr_t addr);
 
@@ -68,6 +71,9 @@ int _mt_memset(uintptr_t dst, size_t n, size_t elsize, mt_handle_t s, bool async
 /* Streams and graphs. */
 void _mt_stream_destroyed(mt_handle_t s);
 void _mt_capture_begin(mt_handle_t s);
+/* addr was just allocated in stream order on s: if s is capturing, the
+ * allocation belongs to the capture's graph (graph.c). */
+void _mt_capture_alloc(mt_handle_t s, uintptr_t addr);
 void _mt_capture_end(mt_handle_t s, mt_handle_t graph);
 void _mt_graph_instantiated(mt_handle_t graph, mt_handle_t exec);
 void _mt_graph_destroyed(mt_handle_t graph_or_exec);

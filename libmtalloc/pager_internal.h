@@ -216,7 +216,16 @@ int _mt_small_init(mt_pager_t *p, size_t small_limit);
  * Footprints of work captured into CUDA graphs: kept by region address and
  * looked up again at cuGraphLaunch, when the regions must be resident. */
 bool _mt_capturing(mt_pager_t *p, mt_handle_t s);
+/* True while any stream capture is active, on any thread: no event may be
+ * queried or waited for, and captured work changes no mapping. */
+bool _mt_capture_active(mt_pager_t *p);
 void _mt_capture_add(mt_pager_t *p, mt_handle_t s, uintptr_t region_addr);
+/* Adds every region that [a, a+n) touches to the footprint captured on s. */
+void _mt_capture_range(mt_pager_t *p, mt_handle_t s, uintptr_t a, size_t n);
+/* The program frees addr: 1 when a graph keeps it (allocated during its
+ * capture; freed when the graph and its execs are gone), -EINVAL when it
+ * was already freed so, 0 to free it now. */
+int _mt_graph_keep(mt_pager_t *p, uintptr_t addr);
 /* launch.c: makes the regions at addrs resident, forwards, holds them;
  * what names the work in messages ("graph launch"). */
 int _mt_launch_regions(mt_pager_t *p, uintptr_t *addrs, size_t n, mt_handle_t s, mt_forward_fn fwd, void *ctx,

@@ -27,7 +27,8 @@
   X(regions_live)          \
   X(regions_peak)          \
   X(escaped_regions)       \
-  X(host_mapped)
+  X(host_mapped)           \
+  X(bypassed_bytes)
 
 typedef struct mt_stats {
 #define MT_STAT_DECL(name) _Atomic uint64_t name;

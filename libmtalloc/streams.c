@@ -8,14 +8,27 @@
  * checkpoints: events recorded on the stream when someone asked about an
  * operation not yet covered by one. Stream order makes one checkpoint
  * answer for every operation before it. The legacy default stream (NULL or
- * CU_STREAM_LEGACY) is one entry; CU_STREAM_PER_THREAD is another.
+ * CU_STREAM_LEGACY) is one entry. CU_STREAM_PER_THREAD names a different
+ * stream on every thread, so it gets one entry per thread; since only the
+ * owning thread can record an event on its per-thread stream, those entries
+ * record a checkpoint after every operation (one cuEventRecord each) and
+ * never need one later from another thread.
+ *
+ * A full ring does not wait for its oldest checkpoint: the newest is
+ * recorded again at the current operation, and so answers, a little late,
+ * for everything it covered before.
  *
  * A stream that is capturing a graph runs nothing, and recording an event on
  * it would add a node to the graph, so its holds are answered "not yet".
+ * While any capture is active, on any thread, no event is queried or waited
+ * for (both are illegal then under the default global capture mode, and
+ * would invalidate the capture): holds not already known complete are
+ * answered "not yet", and a wait for one fails with -EBUSY.
  *
  * Threading: under the pager lock.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +41,7 @@
 
 struct mt_stream_ent {
   mt_handle_t h;
+  pthread_t owner; /* CU_STREAM_PER_THREAD: the thread whose stream it is */
   uint64_t seq;    /* operations forwarded */
   uint64_t done;   /* operations known complete */
   unsigned head, count;
@@ -59,10 +73,15 @@ static mt_handle_t norm(mt_handle_t s) {
   return s == (mt_handle_t)(uintptr_t)CU_STREAM_LEGACY ? 0 : s;
 }
 
+static bool per_thread(mt_handle_t s) {
+  return s == (mt_handle_t)(uintptr_t)CU_STREAM_PER_THREAD;
+}
+
 uint32_t _mt_stream_index(mt_pager_t *p, mt_handle_t s) {
   s = norm(s);
+  pthread_t self = pthread_self();
   for (uint32_t i = 1; i < p->nstreams; i++)
-    if (p->streams[i]->h == s) return i;
+    if (p->streams[i]->h == s && (!per_thread(s) || pthread_equal(p->streams[i]->owner, self))) return i;
   if (p->nstreams == 0) p->nstreams = 1; /* index 0 means "no stream" */
   if (p->nstreams >= p->cap_streams) {
     uint32_t cap = p->cap_streams ? p->cap_streams * 2 : 16;
@@ -74,13 +93,22 @@ uint32_t _mt_stream_index(mt_pager_t *p, mt_handle_t s) {
   mt_stream_ent_t *e = calloc(1, sizeof(*e));
   if (e == NULL) return 0;
   e->h = s;
+  e->owner = self;
   p->streams[p->nstreams] = e;
   return p->nstreams++;
 }
 
+static int checkpoint(mt_pager_t *p, mt_stream_ent_t *e);
+
 uint64_t _mt_stream_next(mt_pager_t *p, uint32_t si) {
   if (si == 0) return 0;
-  return ++p->streams[si]->seq;
+  mt_stream_ent_t *e = p->streams[si];
+  ++e->seq;
+  /* A per-thread stream's work can be checked later only through an event
+   * its own thread recorded. A failure leaves the hold to be waited for
+   * the slow way (see _mt_hold_done). */
+  if (per_thread(e->h) && !p->dev->ops->stream_capturing(p->dev, e->h)) checkpoint(p, e);
+  return e->seq;
 }
 
 uint64_t _mt_stream_seq(mt_pager_t *p, uint32_t si) {
@@ -101,10 +129,11 @@ static void pop_through(mt_pager_t *p, mt_stream_ent_t *e, unsigned k) {
 
 /* Records a checkpoint at the stream's current operation number. */
 static int checkpoint(mt_pager_t *p, mt_stream_ent_t *e) {
-  if (e->count == RING) { /* full: the oldest must finish first */
-    int rc = p->dev->ops->event_sync(p->dev, e->cp[e->head].ev);
-    if (rc < 0) return rc;
-    pop_through(p, e, 0);
+  if (e->count == RING) { /* full: move the newest up to now (see above) */
+    unsigned at = (e->head + e->count - 1) % RING;
+    int rc = p->dev->ops->event_record(p->dev, e->cp[at].ev, e->h);
+    if (rc == 0) e->cp[at].seq = e->seq;
+    return rc;
   }
   mt_handle_t ev = _mt_event_get(p);
   if (ev == 0) return -ENOMEM;
@@ -124,6 +153,7 @@ int _mt_hold_done(mt_pager_t *p, const mt_hold_t *h, bool wait) {
   if (h->stream == 0 || h->stream >= p->nstreams) return 1;
   mt_stream_ent_t *e = p->streams[h->stream];
   if (h->seq <= e->done) return 1;
+  if (_mt_capture_active(p)) return wait ? -EBUSY : 0;
   for (int pass = 0; pass < 2; pass++) {
     for (unsigned k = 0; k < e->count; k++) {
       unsigned at = (e->head + k) % RING;
@@ -141,6 +171,9 @@ int _mt_hold_done(mt_pager_t *p, const mt_hold_t *h, bool wait) {
     /* No checkpoint covers it yet: record one now (after all forwarded work). */
     if (e->h == RETIRED_HANDLE) return 1; /* retire() left a final checkpoint, now popped */
     if (p->dev->ops->stream_capturing(p->dev, e->h)) return wait ? -EBUSY : 0;
+    /* Another thread's per-thread stream cannot be named from here; its
+     * checkpoint was not recorded (an event failed): assume the worst. */
+    if (per_thread(e->h) && !pthread_equal(e->owner, pthread_self())) return wait ? -EBUSY : 0;
     int rc = checkpoint(p, e);
     if (rc < 0) return rc;
   }
@@ -151,7 +184,7 @@ void _mt_stream_retire(mt_pager_t *p, mt_handle_t s) {
   s = norm(s);
   for (uint32_t i = 1; i < p->nstreams; i++) {
     mt_stream_ent_t *e = p->streams[i];
-    if (e->h != s) continue;
+    if (e->h != s || per_thread(s)) continue;
     if (e->seq > e->done && (e->count == 0 || e->cp[(e->head + e->count - 1) % RING].seq < e->seq))
       checkpoint(p, e);
     e->h = RETIRED_HANDLE;

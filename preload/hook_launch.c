@@ -85,6 +85,8 @@ CUresult impl_stream_destroy(int h, int pt, CUstream hStream) {
 
 CUresult impl_begin_capture(int h, int pt, CUstream hStream, CUstreamCaptureMode mode) {
   if (!_mt_hooks_init() || _mt_hook_real[h] == NULL) return CUDA_ERROR_NOT_INITIALIZED;
+  /* The pager must know of every capture (graph.c), and cannot start inside one. */
+  _mt_pager_start();
   CUresult rc = REAL(h, cuStreamBeginCapture_v2)(hStream, mode);
   if (rc == CUDA_SUCCESS) _mt_capture_begin(_mt_stream_of(hStream, pt));
   return rc;

@@ -51,20 +51,20 @@ CUresult impl_alloc_pitch(int h, int pt, CUdeviceptr *dptr, size_t *pPitch, size
 }
 
 CUresult impl_alloc_async(int h, int pt, CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-  (void)pt;
   bool pass;
   CUresult rc = alloc_common(h, dptr, bytesize, &pass);
   if (pass) return _mt_hook_real[h] ? REAL(h, cuMemAllocAsync)(dptr, bytesize, hStream) : CUDA_ERROR_NOT_INITIALIZED;
+  if (rc == CUDA_SUCCESS) _mt_capture_alloc(_mt_stream_of(hStream, pt), (uintptr_t)*dptr);
   return rc;
 }
 
 CUresult impl_alloc_pool(int h, int pt, CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
-  (void)pt;
   bool pass;
   CUresult rc = alloc_common(h, dptr, bytesize, &pass);
   if (pass)
     return _mt_hook_real[h] ? REAL(h, cuMemAllocFromPoolAsync)(dptr, bytesize, pool, hStream)
                             : CUDA_ERROR_NOT_INITIALIZED;
+  if (rc == CUDA_SUCCESS) _mt_capture_alloc(_mt_stream_of(hStream, pt), (uintptr_t)*dptr);
   return rc;
 }
 
@@ -106,9 +106,26 @@ CUresult impl_addr_range(int h, int pt, CUdeviceptr *pbase, size_t *psize, CUdev
                                               : CUDA_ERROR_NOT_INITIALIZED;
 }
 
-/* One attribute of one of our regions; 1 when answered, 0 to ask the driver. */
+/* One attribute of one of our regions; 1 when answered, 0 to ask the driver.
+ * Everything a framework asks about a pointer (cudaPointerGetAttributes:
+ * type, device, context) is answered here, because the driver knows only
+ * chunks that are mapped right now, and a region's chunks may be on the
+ * host or nowhere yet. */
 static int our_attr(void *data, CUpointer_attribute a, uintptr_t p, uintptr_t base, size_t size) {
+  uint64_t ctx;
+  int ordinal;
   switch (a) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+      _mt_pager_device(&ctx, &ordinal);
+      *(CUcontext *)data = (CUcontext)(uintptr_t)ctx;
+      return 1;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      _mt_pager_device(&ctx, &ordinal);
+      *(int *)data = ordinal;
+      return 1;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: *(int *)data = 0; return 1;
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS: *(int *)data = CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE; return 1;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: *(CUmemoryPool *)data = NULL; return 1;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data = CU_MEMORYTYPE_DEVICE; return 1;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(CUdeviceptr *)data = (CUdeviceptr)p; return 1;
     case CU_POINTER_ATTRIBUTE_HOST_POINTER: *(void **)data = NULL; return 1;

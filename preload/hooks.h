@@ -26,6 +26,12 @@
 #define MT_A_POOLASYNC (dptr, bytesize, pool, hStream)
 #define MT_P_FREEASYNC (CUdeviceptr dptr, CUstream hStream)
 #define MT_A_FREEASYNC (dptr, hStream)
+#define MT_P_MEMCREATE \
+  (CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop, unsigned long long flags)
+#define MT_A_MEMCREATE (handle, size, prop, flags)
+#define MT_P_MEMMAP \
+  (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags)
+#define MT_A_MEMMAP (ptr, size, offset, handle, flags)
 #define MT_P_CPY (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
 #define MT_A_CPY (dst, src, ByteCount)
 #define MT_P_CPYA (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
@@ -125,6 +131,8 @@
   X(cuMemFreeAsync, free_async, 0, MT_P_FREEASYNC, MT_A_FREEASYNC)                                     \
   X(cuMemFreeAsync_ptsz, free_async, 1, MT_P_FREEASYNC, MT_A_FREEASYNC)                                \
   X(cuMemGetInfo_v2, get_info, 0, (size_t *free, size_t *total), (free, total))                        \
+  X(cuMemCreate, mem_create, 0, MT_P_MEMCREATE, MT_A_MEMCREATE)                                       \
+  X(cuMemMap, mem_map, 0, MT_P_MEMMAP, MT_A_MEMMAP)                                                    \
   X(cuMemGetAddressRange_v2, addr_range, 0, (CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr),     \
     (pbase, psize, dptr))                                                                              \
   X(cuPointerGetAttribute, ptr_attr, 0, (void *data, CUpointer_attribute attribute, CUdeviceptr ptr),   \

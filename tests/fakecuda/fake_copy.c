@@ -4,37 +4,84 @@
  * Concept: every copy or set is an op on a stream, run by the stream's
  * worker (so a copy touching unmapped memory faults on a worker and is
  * reported as "copy HtoD" etc.). The synchronous forms go to the legacy
- * default stream -- ordered after all earlier legacy-stream work and so,
- * by the legacy rules, after earlier work on blocking streams -- and return
- * when the op has run, as the real driver does for pageable memory. The
- * _ptds/_ptsz variants behave the same: the fake maps the per-thread
- * default stream to the legacy one.
+ * default stream (the _ptds forms to the calling thread's per-thread
+ * default stream) and return when the driver's "API synchronization
+ * behavior" rules say the real one may, no later:
+ *   - device to host, pinned host to device, host to host: when the copy
+ *     has run;
+ *   - pageable host to device: the stream's earlier work is waited for, the
+ *     source is staged (copied into the op) and the call returns; the copy
+ *     to the device runs later;
+ *   - device to device: at once, the copy runs later;
+ *   - memset: at once, unless the target is pinned host memory.
+ * So a caller that frees or unmaps memory a synchronous copy or set uses,
+ * right after it returns, is caught as it would be on a GPU (with
+ * FAKECUDA_JITTER_US the op runs late enough to notice).
  *
  * FAKECUDA_BW (bytes/s) makes each copy take n/BW seconds on its stream,
  * so tests can check that prefetches are issued early enough.
  *
- * Threading: nothing here touches shared state except through fc_submit
- * (under g_fc.mu). Source and destination are read and written only by the
- * worker, when the op runs: an async copy from a host buffer that the
- * caller changes before the stream reaches it copies the new bytes, as on a
- * GPU.
+ * Threading: nothing here touches shared state except under g_fc.mu.
+ * Source and destination are read and written only by the worker, when
+ * the op runs (a staged source was read by the caller): an async copy from
+ * a host buffer that the caller changes before the stream reaches it copies
+ * the new bytes, as on a GPU.
  */
+#include <string.h>
+
 #include "fake_internal.h"
+
+typedef enum { WAIT_DONE, WAIT_STAGED, WAIT_NONE } sync_t;
+
+/* How long a synchronous copy from src to dst keeps the caller (above). */
+static sync_t copy_sync(const void *dst, const void *src) {
+  fc_mem_kind_t d = fc_mem_kind((uintptr_t)dst), s = fc_mem_kind((uintptr_t)src);
+  if (d == FC_MEM_DEVICE && s == FC_MEM_DEVICE) return WAIT_NONE;
+  if (d == FC_MEM_DEVICE && s == FC_MEM_PAGEABLE) return WAIT_STAGED;
+  return WAIT_DONE;
+}
+
+/* Queues op on h; for a synchronous call, returns when `how` says. */
+static CUresult submit(fc_op_t *op, CUstream h, bool sync, sync_t how) {
+  if (!sync) return fc_submit_to(h, op);
+  fc_lock();
+  fc_stream_t *s = fc_stream_get(h);
+  CUresult r = CUDA_ERROR_INVALID_HANDLE;
+  if (!s) {
+    fc_op_free(op);
+  } else {
+    if (how == WAIT_STAGED) fc_wait_seq(s->id, s->submitted); /* "a stream sync ... before the copy" */
+    uint64_t seq = 0;
+    r = fc_submit(s, op, &seq);
+    if (r == CUDA_SUCCESS && how == WAIT_DONE) fc_wait_seq(s->id, seq);
+  }
+  fc_unlock();
+  return r;
+}
 
 static CUresult copy_op(void *dst, const void *src, size_t n, const char *what, CUstream h,
                         bool sync) {
   CUresult r = fc_check_ctx();
   if (r) return r;
   if (n && (!dst || !src)) return CUDA_ERROR_INVALID_VALUE;
-  fc_op_t *op = fc_op_new(FC_OP_COPY, 0);
+  sync_t how = WAIT_DONE;
+  if (sync) {
+    fc_lock();
+    how = copy_sync(dst, src);
+    fc_unlock();
+  }
+  fc_op_t *op = fc_op_new(FC_OP_COPY, how == WAIT_STAGED ? n : 0);
   if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (how == WAIT_STAGED) {
+    memcpy(op->buf, src, n); /* the staging buffer: the caller may reuse src at once */
+    src = op->buf;
+  }
   op->u.copy.dst = dst;
   op->u.copy.src = src;
   op->u.copy.n = n;
   op->u.copy.what = what;
   op->handle = h;
-  if (sync) return fc_run_sync(op);
-  return fc_submit_to(h, op);
+  return submit(op, h, sync, how);
 }
 
 static CUresult set_op(CUdeviceptr dst, uint32_t value, unsigned width, size_t count, CUstream h,
@@ -43,6 +90,12 @@ static CUresult set_op(CUdeviceptr dst, uint32_t value, unsigned width, size_t c
   if (r) return r;
   if (count && !dst) return CUDA_ERROR_INVALID_VALUE;
   if ((uintptr_t)dst % width) return CUDA_ERROR_INVALID_VALUE;
+  sync_t how = WAIT_NONE;
+  if (sync) {
+    fc_lock();
+    how = fc_mem_kind((uintptr_t)dst) == FC_MEM_PINNED ? WAIT_DONE : WAIT_NONE;
+    fc_unlock();
+  }
   fc_op_t *op = fc_op_new(FC_OP_MEMSET, 0);
   if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
   op->u.set.dst = (void *)(uintptr_t)dst;
@@ -50,8 +103,7 @@ static CUresult set_op(CUdeviceptr dst, uint32_t value, unsigned width, size_t c
   op->u.set.width = width;
   op->u.set.count = count;
   op->handle = h;
-  if (sync) return fc_run_sync(op);
-  return fc_submit_to(h, op);
+  return submit(op, h, sync, how);
 }
 
 #define D(p) ((void *)(uintptr_t)(p))
@@ -79,27 +131,28 @@ FC_API CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int v, size_t n) {
   return set_op(dst, v, 4, n, NULL, true);
 }
 
-/* synchronous, per-thread default stream (= legacy stream here) */
+/* synchronous, on the calling thread's per-thread default stream */
+#define PT CU_STREAM_PER_THREAD
 FC_API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n) {
-  return cuMemcpyHtoD_v2(dst, src, n);
+  return copy_op(D(dst), src, n, "HtoD", PT, true);
 }
 FC_API CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n) {
-  return cuMemcpyDtoH_v2(dst, src, n);
+  return copy_op(dst, D(src), n, "DtoH", PT, true);
 }
 FC_API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-  return cuMemcpyDtoD_v2(dst, src, n);
+  return copy_op(D(dst), D(src), n, "DtoD", PT, true);
 }
 FC_API CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-  return cuMemcpy(dst, src, n);
+  return copy_op(D(dst), D(src), n, "Default", PT, true);
 }
 FC_API CUresult cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char v, size_t n) {
-  return cuMemsetD8_v2(dst, v, n);
+  return set_op(dst, v, 1, n, PT, true);
 }
 FC_API CUresult cuMemsetD16_v2_ptds(CUdeviceptr dst, unsigned short v, size_t n) {
-  return cuMemsetD16_v2(dst, v, n);
+  return set_op(dst, v, 2, n, PT, true);
 }
 FC_API CUresult cuMemsetD32_v2_ptds(CUdeviceptr dst, unsigned int v, size_t n) {
-  return cuMemsetD32_v2(dst, v, n);
+  return set_op(dst, v, 4, n, PT, true);
 }
 
 /* asynchronous */

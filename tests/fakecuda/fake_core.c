@@ -60,7 +60,9 @@ void fc_unlock(void) { pthread_mutex_unlock(&g_fc.mu); }
 
 CUresult fc_check_init(void) {
   /* initialized only goes false -> true, under mu; a racy read that sees
-   * false just reports NOT_INITIALIZED, as a call racing cuInit may. */
+   * false just reports NOT_INITIALIZED, as a call racing cuInit may.
+   * deinitialized only goes false -> true, at teardown. */
+  if (__atomic_load_n(&g_fc.deinitialized, __ATOMIC_ACQUIRE)) return CUDA_ERROR_DEINITIALIZED;
   return __atomic_load_n(&g_fc.initialized, __ATOMIC_ACQUIRE) ? CUDA_SUCCESS
                                                               : CUDA_ERROR_NOT_INITIALIZED;
 }
@@ -272,9 +274,21 @@ FC_API CUresult cuInit(unsigned int flags) {
   return r;
 }
 
+/* The driver's own teardown at exit: workers joined, and every later call
+ * (a free from another library's destructor) answers CUDA_ERROR_DEINITIALIZED,
+ * as the real driver does once it is shutting down. */
+static void teardown(void) {
+  if (__atomic_exchange_n(&g_fc.deinitialized, true, __ATOMIC_ACQ_REL)) return;
+  fc_streams_shutdown();
+}
+
+FC_API void fakecuda_deinit(void) {
+  if (g_fc.initialized) teardown();
+}
+
 __attribute__((destructor)) static void fc_fini(void) {
   if (!g_fc.initialized) return;
-  fc_streams_shutdown();
+  teardown();
   if (g_fc.report) {
     char line[96];
     int n = snprintf(line, sizeof line, "fakecuda: peak_device_bytes %zu\n", g_fc.peak);
@@ -508,9 +522,10 @@ FC_API CUresult cuCtxSynchronize(void) {
   CUresult r = fc_check_ctx();
   if (r) return r;
   fc_lock();
-  fc_sync_all();
+  r = fc_capture_unsafe_call();
+  if (r == CUDA_SUCCESS) fc_sync_all();
   fc_unlock();
-  return CUDA_SUCCESS;
+  return r;
 }
 
 FC_API CUresult cuCtxSynchronize_v2(CUcontext ctx) {
@@ -519,9 +534,10 @@ FC_API CUresult cuCtxSynchronize_v2(CUcontext ctx) {
   if (r) return r;
   if (ctx != fc_primary_ctx) return CUDA_ERROR_INVALID_CONTEXT;
   fc_lock();
-  fc_sync_all();
+  r = fc_capture_unsafe_call();
+  if (r == CUDA_SUCCESS) fc_sync_all();
   fc_unlock();
-  return CUDA_SUCCESS;
+  return r;
 }
 
 FC_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {

@@ -127,7 +127,8 @@ FC_API CUresult cuEventQuery(CUevent hEvent) {
   fc_event_t *ev = event_get(hEvent);
   if (!ev)
     r = CUDA_ERROR_INVALID_HANDLE;
-  else if (ev->done_gen < ev->record_gen)
+  else if ((r = fc_capture_unsafe_call()) != CUDA_SUCCESS) {
+  } else if (ev->done_gen < ev->record_gen)
     r = CUDA_ERROR_NOT_READY;
   fc_unlock();
   return r;
@@ -140,6 +141,7 @@ FC_API CUresult cuEventSynchronize(CUevent hEvent) {
   fc_event_t *ev = event_get(hEvent);
   if (!ev) {
     r = CUDA_ERROR_INVALID_HANDLE;
+  } else if ((r = fc_capture_unsafe_call()) != CUDA_SUCCESS) {
   } else {
     uint64_t want = ev->record_gen;
     /* the pending record ops keep ev allocated while we wait, even if

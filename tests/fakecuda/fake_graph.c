@@ -12,6 +12,17 @@
  * (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), nor is capturing the legacy
  * stream (as in CUDA).
  *
+ * Capture rules, as cuThreadExchangeStreamCaptureMode documents them: a
+ * thread whose own mode is not RELAXED may not make potentially unsafe
+ * calls (event and stream queries and synchronisations, cuCtxSynchronize,
+ * cuMemFree) while it has a capture of its own that is not RELAXED, or,
+ * when its mode is GLOBAL (the default), while any other thread has a
+ * GLOBAL capture. Such a call fails with
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates those captures:
+ * their cuStreamEndCapture returns CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
+ * (PyTorch's caching allocator defers its cudaEventQuery calls while any
+ * capture is underway for exactly this reason.)
+ *
  * Threading: graph and exec registries and capture state are under
  * g_fc.mu. A graph is owned by its creator; an exec is independent of the
  * graph it came from (the graph may be destroyed first).
@@ -52,6 +63,7 @@ fc_op_t *fc_op_clone(const fc_op_t *op) {
   c->ndeps = 0;
   c->deps = c->dep_inline;
   if (c->kind == FC_OP_KERNEL) fc_kernel_op_fixup(c); /* values were copied; repoint */
+  if (c->kind == FC_OP_COPY && op->u.copy.src == (const void *)op->buf) c->u.copy.src = c->buf; /* staged */
   return c;
 }
 
@@ -67,6 +79,39 @@ static fc_graph_t *graph_copy(const fc_graph_t *g) {
     }
   }
   return c;
+}
+
+/* The calling thread's capture interaction mode (cuThreadExchangeStreamCaptureMode). */
+static __thread CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+FC_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
+  if (!mode) return CUDA_ERROR_INVALID_VALUE;
+  CUstreamCaptureMode m = *mode;
+  if (m != CU_STREAM_CAPTURE_MODE_GLOBAL && m != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+      m != CU_STREAM_CAPTURE_MODE_RELAXED)
+    return CUDA_ERROR_INVALID_VALUE;
+  *mode = thread_mode;
+  thread_mode = m;
+  return CUDA_SUCCESS;
+}
+
+/* Does capture s forbid unsafe calls on this thread? */
+static bool prohibits(const fc_stream_t *s) {
+  if (!s->capture || thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED) return false;
+  if (pthread_equal(s->capture_thread, pthread_self())) return s->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED;
+  return thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL && s->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
+}
+
+CUresult fc_capture_unsafe_call(void) {
+  CUresult r = CUDA_SUCCESS;
+  for (size_t i = 0; i < g_fc.nstreams; i++) {
+    fc_stream_t *s = g_fc.streams[i];
+    if (prohibits(s)) {
+      s->capture_invalid = true;
+      r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+  }
+  return r;
 }
 
 static CUresult begin_capture(CUstream hStream, CUstreamCaptureMode mode) {
@@ -86,6 +131,9 @@ static CUresult begin_capture(CUstream hStream, CUstreamCaptureMode mode) {
   } else {
     s->capture = calloc(1, sizeof *s->capture);
     if (!s->capture) r = CUDA_ERROR_OUT_OF_MEMORY;
+    s->capture_mode = mode;
+    s->capture_thread = pthread_self();
+    s->capture_invalid = false;
   }
   fc_unlock();
   return r;
@@ -108,6 +156,13 @@ static CUresult end_capture(CUstream hStream, CUgraph *phGraph) {
     r = CUDA_ERROR_INVALID_HANDLE;
   } else if (!s->capture) {
     r = CUDA_ERROR_ILLEGAL_STATE;
+  } else if (s->capture_invalid) {
+    /* the capture ends either way; the graph is lost */
+    fc_graph_free(s->capture);
+    s->capture = NULL;
+    s->capture_invalid = false;
+    *phGraph = NULL;
+    r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   } else if (!fc_set_add(&g_fc.graphs, s->capture)) {
     r = CUDA_ERROR_OUT_OF_MEMORY;
   } else {
@@ -132,7 +187,9 @@ static CUresult is_capturing(CUstream hStream, CUstreamCaptureStatus *st) {
   fc_lock();
   fc_stream_t *s = fc_stream_get(hStream);
   if (s)
-    *st = s->capture ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    *st = !s->capture         ? CU_STREAM_CAPTURE_STATUS_NONE
+          : s->capture_invalid ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                               : CU_STREAM_CAPTURE_STATUS_ACTIVE;
   else
     r = CUDA_ERROR_INVALID_HANDLE;
   fc_unlock();

@@ -131,6 +131,9 @@ typedef struct fc_stream {
   bool stop;             /* destroy requested: drain and exit */
   pthread_cond_t work_cv;
   fc_graph_t *capture;   /* non-NULL while capturing */
+  CUstreamCaptureMode capture_mode; /* as passed to cuStreamBeginCapture */
+  pthread_t capture_thread;         /* the thread that began the capture */
+  bool capture_invalid;  /* an unsafe call invalidated it: EndCapture fails */
   unsigned seed;         /* jitter PRNG state (worker only) */
 } fc_stream_t;
 
@@ -149,6 +152,12 @@ struct fc_event {
  * CU_STREAM_PER_THREAD mean the legacy default stream). Caller holds mu.
  * Returns NULL for a destroyed or foreign handle. */
 fc_stream_t *fc_stream_get(CUstream h);
+/* Checks a potentially unsafe call (one that synchronises with or queries
+ * the device) against the capture rules of cuThreadExchangeStreamCaptureMode:
+ * when the calling thread is prohibited from such calls, every capture that
+ * prohibits it is invalidated and CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED is
+ * returned; else CUDA_SUCCESS. Caller holds mu. */
+CUresult fc_capture_unsafe_call(void);
 /* Allocates an op with extra trailing bytes; NULL on OOM. */
 fc_op_t *fc_op_new(fc_op_kind_t kind, size_t extra);
 void fc_op_free(fc_op_t *op);
@@ -212,6 +221,12 @@ void fc_device_uncharge(size_t bytes);
 /* Frees a linear device allocation at ptr now (stream-ordered free ran).
  * Caller holds mu. */
 void fc_mem_free_now(uintptr_t ptr);
+/* What memory p is: device (linear or VMM-mapped), pinned host (cuMemHostAlloc,
+ * registered), or anything else (pageable). Caller holds mu. */
+typedef enum { FC_MEM_DEVICE, FC_MEM_PINNED, FC_MEM_PAGEABLE } fc_mem_kind_t;
+fc_mem_kind_t fc_mem_kind(uintptr_t p);
+/* A VMM-mapped address whose physical memory is on the host. Caller holds mu. */
+bool fc_vmm_host_located(uintptr_t p);
 /* Pointer attributes for a VMM-mapped address: false if not mapped. */
 bool fc_vmm_lookup(uintptr_t p, uintptr_t *base, size_t *size, bool *device,
                    uint64_t *id);
@@ -228,6 +243,7 @@ typedef struct fc_global {
   pthread_mutex_t mu;
   pthread_cond_t done_cv;
   bool initialized;
+  bool deinitialized;    /* torn down (exit, or fakecuda_deinit): calls fail */
   bool forked;           /* this is a child forked after cuInit: CUDA unusable */
   size_t capacity;       /* FAKECUDA_MEM, bytes (default 1 GiB) */
   unsigned jitter_us;    /* FAKECUDA_JITTER_US (default 0) */

@@ -154,6 +154,7 @@ FC_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
   range_t *rg = range_exact((uintptr_t)dptr);
   if (!rg || rg->kind != R_DEVICE || rg->free_pending) {
     r = dptr ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS; /* cuMemFree(0) is a no-op */
+  } else if ((r = fc_capture_unsafe_call()) != CUDA_SUCCESS) {
   } else {
     rg->free_pending = true;
     fc_sync_all(); /* the real cuMemFree synchronises the device first */
@@ -321,6 +322,12 @@ static ptr_info_t ptr_info(uintptr_t p) {
     pi.known = true;
   }
   return pi;
+}
+
+fc_mem_kind_t fc_mem_kind(uintptr_t p) {
+  ptr_info_t pi = ptr_info(p);
+  if (!pi.known) return FC_MEM_PAGEABLE;
+  return pi.device && !fc_vmm_host_located(p) ? FC_MEM_DEVICE : FC_MEM_PINNED;
 }
 
 FC_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr) {

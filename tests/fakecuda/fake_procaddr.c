@@ -204,6 +204,7 @@ CUresult cuEventElapsedTime(float *, CUevent, CUevent);
   X(cuStreamEndCapture, 10000, cuStreamEndCapture_ptsz, P)                \
   X(cuStreamIsCapturing, 10000, cuStreamIsCapturing, L)                   \
   X(cuStreamIsCapturing, 10000, cuStreamIsCapturing_ptsz, P)              \
+  X(cuThreadExchangeStreamCaptureMode, 10010, cuThreadExchangeStreamCaptureMode, L) \
   X(cuGraphInstantiate, 10000, cuGraphInstantiate, L)                     \
   X(cuGraphInstantiate, 11000, cuGraphInstantiate_v2, L)                  \
   X(cuGraphInstantiate, 12000, cuGraphInstantiateWithFlags, L)            \

@@ -20,8 +20,11 @@
  * is serialised by g_fc.mu), so the wait graph is acyclic and no worker can
  * deadlock. s->completed <= s->submitted; the op at s->head is the one
  * running or next to run and stays queued until it finished.
- * NULL, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD all name the legacy
- * stream: the fake has no separate per-thread default streams.
+ * NULL and CU_STREAM_LEGACY name the legacy stream. CU_STREAM_PER_THREAD
+ * names the calling thread's own per-thread default stream, as in CUDA: a
+ * blocking stream created on the thread's first use of the handle, so two
+ * threads using it really run on two streams. (The _ptsz entry points
+ * given NULL still use the legacy stream.)
  *
  * Threading: queues and counters are under g_fc.mu; op bodies run on the
  * worker without it. cuStreamDestroy drains the stream and joins its
@@ -89,8 +92,23 @@ static bool deps_done(const fc_op_t *op) {
   return true;
 }
 
+static fc_stream_t *stream_new(unsigned flags, int priority, bool legacy);
+
+/* This thread's per-thread default stream; it lives until shutdown (its
+ * worker is joined with the others), never in the handle registry. */
+static __thread fc_stream_t *per_thread;
+static __thread unsigned per_thread_gen; /* fork generation it belongs to */
+static unsigned fork_gen;
+
 fc_stream_t *fc_stream_get(CUstream h) {
-  if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) return g_fc.legacy;
+  if (h == NULL || h == CU_STREAM_LEGACY) return g_fc.legacy;
+  if (h == CU_STREAM_PER_THREAD) {
+    if (per_thread == NULL || per_thread_gen != fork_gen) {
+      per_thread = stream_new(0, 0, false);
+      per_thread_gen = fork_gen;
+    }
+    return per_thread;
+  }
   return fc_set_has(&g_fc.streams_set, h) ? (fc_stream_t *)h : NULL;
 }
 
@@ -246,6 +264,7 @@ CUresult fc_streams_init(void) {
 }
 
 void fc_streams_atfork_child(void) {
+  fork_gen++;
   /* the workers did not survive the fork; nothing may wait for them */
   for (size_t i = 0; i < g_fc.nstreams; i++) {
     g_fc.streams[i]->worker_alive = false;
@@ -287,6 +306,10 @@ CUresult fc_submit_to(CUstream h, fc_op_t *op) {
 
 CUresult fc_submit(fc_stream_t *s, fc_op_t *op, uint64_t *seq_out) {
   if (seq_out) *seq_out = 0;
+  if (s->capture && s->capture_invalid) {
+    fc_op_free(op);
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  }
   if (s->capture) {
     bool capturable = op->kind == FC_OP_KERNEL || op->kind == FC_OP_COPY ||
                       op->kind == FC_OP_MEMSET || op->kind == FC_OP_HOSTFN;
@@ -432,6 +455,7 @@ static CUresult stream_sync(CUstream hStream) {
   fc_stream_t *s = fc_stream_get(hStream);
   if (!s) {
     r = CUDA_ERROR_INVALID_HANDLE;
+  } else if ((r = fc_capture_unsafe_call()) != CUDA_SUCCESS) {
   } else if (s->capture) {
     r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   } else if (s->legacy) {
@@ -457,7 +481,8 @@ static CUresult stream_query(CUstream hStream) {
   fc_stream_t *s = fc_stream_get(hStream);
   if (!s)
     r = CUDA_ERROR_INVALID_HANDLE;
-  else if (s->capture)
+  else if ((r = fc_capture_unsafe_call()) != CUDA_SUCCESS) {
+  } else if (s->capture)
     r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   else if (s->completed < s->submitted)
     r = CUDA_ERROR_NOT_READY;

@@ -96,6 +96,13 @@ bool fc_vmm_lookup(uintptr_t p, uintptr_t *base, size_t *size, bool *device, uin
   return true;
 }
 
+bool fc_vmm_host_located(uintptr_t p) {
+  reservation_t *rv = resv_find(p);
+  if (!rv) return false;
+  mapping_t *m = rv->granule[(p - rv->base) / FC_GRANULARITY];
+  return m && m->ph->prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE;
+}
+
 /* ---- reservations ---------------------------------------------------------- */
 
 FC_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,

@@ -86,6 +86,11 @@ size_t fakecuda_device_used(void);
 size_t fakecuda_device_peak(void);
 void fakecuda_reset_peak(void);
 
+/* Tears the driver down as it is at process exit: every later call returns
+ * CUDA_ERROR_DEINITIALIZED (as calls from destructors that run after the
+ * driver's own do). */
+void fakecuda_deinit(void);
+
 /* Kernel launches and copies executed so far (all streams). */
 unsigned long long fakecuda_launch_count(void);
 

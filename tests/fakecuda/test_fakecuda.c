@@ -705,6 +705,7 @@ Test(fakecuda, launch_param_forms) {
   CUdeviceptr d;
   OK(cuMemAlloc(&d, sizeof host));
   OK(cuMemcpyHtoD(d, host, sizeof host));
+  OK(cuStreamSynchronize(NULL)); /* a copy from pageable memory may still be in flight */
   CUstream s;
   OK(cuStreamCreate(&s, 0));
   CUfunction wait = reg("wait_gate", k_wait_gate, 0, NULL);

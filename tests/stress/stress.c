@@ -348,6 +348,7 @@ static void op_htod(worker_t *w) {
     st_fill_random(&w->rng, w->scratch, len);
     memcpy(b->shadow + off, w->scratch, len);
     CK(cuMemcpyHtoD, b->d + off, w->scratch, len);
+    CK(cuStreamSynchronize, NULL); /* may return before the legacy stream ran it (sync rules) */
   }
   w->copies++;
 }
@@ -388,6 +389,7 @@ static void op_dtod(worker_t *w) {
     stream_sync(w, dst->owner);
     stream_sync(w, src->owner);
     CK(cuMemcpyDtoD, dst->d + doff, src->d + soff, len);
+    CK(cuStreamSynchronize, NULL); /* may return before the legacy stream ran it (sync rules) */
   }
   memcpy(dst->shadow + doff, src->shadow + soff, len);
   w->copies++;
@@ -405,6 +407,7 @@ static void op_memset(worker_t *w) {
   } else {
     stream_sync(w, b->owner);
     CK(cuMemsetD8, b->d + off, v, len);
+    CK(cuStreamSynchronize, NULL); /* may return before the legacy stream ran it (sync rules) */
   }
   memset(b->shadow + off, v, len);
   w->copies++;
@@ -473,6 +476,7 @@ static void *worker_main(void *arg) {
       buf_t *b = any_buf(w);
       stream_sync(w, b->owner);
       CK(cuMemsetD8, b->d + b->size / 2, (unsigned char)~b->shadow[b->size / 2], 1);
+      CK(cuStreamSynchronize, NULL); /* may return before the legacy stream ran it (sync rules) */
     }
     if ((i + 1) % g_phase == 0 || i + 1 == g_ops) verify_phase(w);
   }
