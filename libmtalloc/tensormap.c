@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
+#include "hash.h"
 
 #include "internal.h"
 #include "tensormap.h"
