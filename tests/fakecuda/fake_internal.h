@@ -40,6 +40,25 @@
 #define FC_GRANULARITY ((size_t)2 << 20) /* VMM granularity: 2 MiB */
 #define FC_DRIVER_VERSION 13000
 
+/* ---- call counts (fake_calls.c) ---------------------------------------- */
+#define FC_COUNTED_CALLS(X) \
+  X(cuMemCreate)            \
+  X(cuMemRelease)           \
+  X(cuMemMap)               \
+  X(cuMemUnmap)             \
+  X(cuMemSetAccess)         \
+  X(cuMemHostAlloc)         \
+  X(cuMemFreeHost)
+
+typedef enum {
+#define FC_CALL_ENUM(n) FC_CALL_##n,
+  FC_COUNTED_CALLS(FC_CALL_ENUM)
+#undef FC_CALL_ENUM
+  FC_CALL__COUNT
+} fc_call_t;
+
+void fc_count(fc_call_t c);
+
 /* ---- pointer set: the registry of live handles (fake_core.c) ---------- */
 typedef struct fc_set {
   uintptr_t *slots; /* open addressing, linear probing; 0 = empty */

@@ -26,6 +26,8 @@
 
 #include "fake_internal.h"
 
+#define FC_PARAM_MAX 32764
+
 static size_t param_align(size_t size) {
   size_t a = 8;
   while (a > 1 && size % a) a /= 2;
@@ -37,8 +39,14 @@ static size_t values_offset(size_t nparams) { return (nparams * sizeof(void *) +
 FC_API CUfunction fakecuda_register_kernel(const char *name, fakecuda_kernel_fn fn, size_t nparams,
                                            const size_t *param_sizes) {
   if (!name || !fn || (nparams && !param_sizes)) return NULL;
-  for (size_t i = 0; i < nparams; i++)
-    if (param_sizes[i] == 0 || param_sizes[i] > 4096) return NULL;
+  /* cu130 allows 32,764 bytes of kernel parameters (CUDA 12.1 raised the
+   * limit from 4 KiB): PyTorch's multi-tensor kernels take ~25 KB structs. */
+  size_t sum = 0;
+  for (size_t i = 0; i < nparams; i++) {
+    if (param_sizes[i] == 0 || param_sizes[i] > FC_PARAM_MAX) return NULL;
+    sum += param_sizes[i];
+  }
+  if (sum > FC_PARAM_MAX) return NULL;
   fc_func_t *f = calloc(1, sizeof *f);
   if (!f) return NULL;
   f->name = strdup(name);

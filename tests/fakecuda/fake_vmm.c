@@ -186,6 +186,7 @@ static bool host_location(CUmemLocationType t) {
 
 FC_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                             const CUmemAllocationProp *prop, unsigned long long flags) {
+  fc_count(FC_CALL_cuMemCreate);
   CUresult r = fc_check_init();
   if (r) return r;
   if (!handle || !prop || size == 0 || !granular(size) || flags != 0)
@@ -226,6 +227,7 @@ FC_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 }
 
 FC_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  fc_count(FC_CALL_cuMemRelease);
   CUresult r = fc_check_init();
   if (r) return r;
   fc_lock();
@@ -294,6 +296,7 @@ static reservation_t *resv_covering(uintptr_t p, size_t size) {
 
 FC_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                          CUmemGenericAllocationHandle handle, unsigned long long flags) {
+  fc_count(FC_CALL_cuMemMap);
   CUresult r = fc_check_init();
   if (r) return r;
   uintptr_t p = (uintptr_t)ptr;
@@ -334,6 +337,7 @@ out:
 }
 
 FC_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  fc_count(FC_CALL_cuMemUnmap);
   CUresult r = fc_check_init();
   if (r) return r;
   uintptr_t p = (uintptr_t)ptr;
@@ -371,6 +375,7 @@ FC_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 
 FC_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
                                size_t count) {
+  fc_count(FC_CALL_cuMemSetAccess);
   CUresult r = fc_check_init();
   if (r) return r;
   uintptr_t p = (uintptr_t)ptr;

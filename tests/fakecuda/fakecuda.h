@@ -57,6 +57,12 @@ void fakecuda_reset_peak(void);
 /* Kernel launches and copies executed so far (all streams). */
 unsigned long long fakecuda_launch_count(void);
 
+/* Calls of the driver function `name` so far (successful or not), for the
+ * counted ones: cuMemCreate, cuMemRelease, cuMemMap, cuMemUnmap,
+ * cuMemSetAccess, cuMemHostAlloc, cuMemFreeHost. ULLONG_MAX for a name that
+ * is not counted. */
+unsigned long long fakecuda_call_count(const char *name);
+
 #ifdef __cplusplus
 }
 #endif
