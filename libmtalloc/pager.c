@@ -243,6 +243,13 @@ static int make_room(mt_pager_t *p, size_t need) {
 }
 
 int _mt_pager_reserve_pinned(mt_pager_t *p, size_t bytes) {
+  if (_mt_held_bytes(p) + bytes > _mt_capacity(p)) {
+    mt_error("out of memory: a %zu-byte slab for small allocations does not fit: %zu bytes "
+             "already allocated; MT_MAX_VRAM=%zu plus MT_MAX_HOST=%zu, less one chunk kept "
+             "for swapping, is all mtalloc can hold (raise MT_MAX_HOST)", bytes,
+             _mt_held_bytes(p), p->budget, p->host_budget);
+    return -ENOMEM;
+  }
   if (p->pinned + bytes > p->budget) {
     mt_error("memory that must stay on the device (small allocations and escaped buffers) "
              "would exceed MT_MAX_VRAM=%zu", p->budget);
@@ -393,6 +400,7 @@ int _mt_region_escape(mt_pager_t *p, mt_region_t *r, mt_handle_t s) {
   if (rc < 0) return rc;
   r->escaped = true;
   p->pinned += bytes;
+  p->escaped += bytes;
   mt_stat_add(escaped_regions, 1);
   return _mt_fetch_fence(p, s);
 }
@@ -423,7 +431,10 @@ static void region_destroy(mt_pager_t *p, mt_region_t *r) {
     }
     host_release(p, c);
   }
-  if (r->escaped) p->pinned -= (size_t)r->nchunks * p->chunk;
+  if (r->escaped) {
+    p->pinned -= (size_t)r->nchunks * p->chunk;
+    p->escaped -= (size_t)r->nchunks * p->chunk;
+  }
   p->committed -= (size_t)r->nchunks * p->chunk;
   _mt_va_free(&p->va, r->addr, r->nchunks, p->chunk);
   resident_changed(p);
@@ -477,17 +488,17 @@ static int alloc_locked(mt_pager_t *p, size_t size, uintptr_t *out) {
   } else {
     size_t n = (size + p->chunk - 1) / p->chunk;
     size_t bytes = n * p->chunk;
-    /* One chunk of the total is kept free: bringing a chunk back while the
-     * host is full needs a place for the victim before the fetched chunk's
-     * host copy can be given up. */
-    if (p->committed + bytes + p->chunk > p->budget + p->host_budget) {
+    /* The capacity (see _mt_capacity()) is what cuMemGetInfo reports: an
+     * allocation the reported free bytes cover must succeed, and one beyond
+     * them must fail. */
+    if (_mt_held_bytes(p) + bytes > _mt_capacity(p)) {
       if (p->pending) {
         reap_pending(p, true);
         return alloc_locked(p, size, out);
       }
       mt_error("out of memory: %zu bytes asked, %zu already allocated; MT_MAX_VRAM=%zu plus "
                "MT_MAX_HOST=%zu, less one %zu-byte chunk kept for swapping, is all mtalloc can "
-               "hold (raise MT_MAX_HOST)", size, p->committed, p->budget, p->host_budget, p->chunk);
+               "hold (raise MT_MAX_HOST)", size, _mt_held_bytes(p), p->budget, p->host_budget, p->chunk);
       return -ENOMEM;
     }
     r = calloc(1, sizeof(*r) + n * sizeof(mt_chunk_t));
@@ -566,11 +577,20 @@ int _mt_region_range(uintptr_t addr, uintptr_t *base, size_t *size) {
   return rc;
 }
 
+/* cuMemGetInfo. total is the capacity: all that mtalloc can hold for the
+ * application at once, device and host together; free is what an
+ * allocation can still take. Both count whole chunks and slabs, of which
+ * every live allocation is a part, so free + (bytes the application holds)
+ * <= total at every moment, however far the program oversubscribes --
+ * the assertion PyTorch's cudaMallocAsync backend makes. */
 void _mt_mem_info(size_t *free_bytes, size_t *total) {
   mt_pager_t *p = _mt_pager;
   pthread_mutex_lock(&p->lock);
-  *total = p->budget;
-  *free_bytes = p->budget > p->pinned ? p->budget - p->pinned : 0;
+  size_t cap = _mt_capacity(p), held = _mt_held_bytes(p);
+  /* held exceeds the capacity only after the budget shrank under us (the
+   * device had less free memory than it said): report full. */
+  *total = cap > held ? cap : held;
+  *free_bytes = cap > held ? cap - held : 0;
   pthread_mutex_unlock(&p->lock);
 }
 

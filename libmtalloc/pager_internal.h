@@ -129,6 +129,7 @@ struct mt_pager {
   size_t budget;             /* MT_MAX_VRAM in bytes */
   size_t used;               /* device bytes held: paged chunks + small slabs */
   size_t pinned;             /* of used: small slabs and escaped regions */
+  size_t escaped;            /* of pinned: escaped regions (the rest is small slabs) */
   size_t host_budget, host_used;
   size_t committed;          /* bytes of address space handed to paged regions */
 
@@ -163,6 +164,21 @@ struct mt_pager {
 };
 
 extern mt_pager_t *_mt_pager;
+
+/* What mtalloc can hold at once, what cuMemGetInfo reports as total: the
+ * GPU budget and the host budget, less one chunk kept free for swapping
+ * (bringing a chunk back while the host is full needs a place for the
+ * victim before the fetched chunk's host copy can be given up). */
+static inline size_t _mt_capacity(const mt_pager_t *p) {
+  return p->budget + p->host_budget - p->chunk;
+}
+
+/* Bytes of the capacity taken: paged regions (whole chunks) and the small
+ * pool's slabs (small slabs never leave the device; every small allocation
+ * lies in one). Escaped regions are paged regions, counted once. */
+static inline size_t _mt_held_bytes(const mt_pager_t *p) {
+  return p->committed + (p->pinned - p->escaped);
+}
 
 /* Bytes a footprint needs resident beyond what is pinned anyway. */
 static inline size_t _mt_region_bytes(const mt_pager_t *p, const mt_region_t *r) {

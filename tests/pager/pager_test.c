@@ -12,7 +12,7 @@
  *             each cuGraphLaunch, at 8x oversubscription
  *   torch     mt_torch_malloc / mt_torch_free (PyTorch's pluggable allocator)
  *             hand out regions that launches page like any other
- *   queries   cuMemGetInfo reports the budget; cuMemAllocPitch,
+ *   queries   cuMemGetInfo reports the capacity; cuMemAllocPitch,
  *             cuMemGetAddressRange and cuPointerGetAttribute answer for regions
  * Usage: pager_test CASE. Exit 0 pass, 1 fail, 77 skip (not preloaded).
  */
@@ -251,7 +251,7 @@ static int case_queries(void) {
   /* run with MT_MAX_VRAM=64M */
   size_t fr = 0, tot = 0;
   CK(cuMemGetInfo(&fr, &tot));
-  EXPECT(tot == 64 * MiB, "cuMemGetInfo total %zu, want the budget %zu", tot, 64 * MiB);
+  EXPECT(tot > 64 * MiB, "cuMemGetInfo total %zu, want the capacity (budget %zu and the host's)", tot, 64 * MiB);
   EXPECT(fr <= tot, "free %zu > total %zu", fr, tot);
   CUdeviceptr p, base;
   size_t pitch, size;
