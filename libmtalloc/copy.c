@@ -4,7 +4,9 @@
  * A copy into or out of a region is cut into pieces that never cross a
  * chunk boundary on either side; each piece's chunks are made resident and
  * the piece forwarded before the next, so a copy of any size goes through a
- * budget of two chunks. A piece that overwrites a whole chunk does not
+ * budget of two chunks. Only the piece's own chunks are protected from
+ * eviction while it is prepared (_mt_range_protect), not their regions:
+ * a region larger than the budget is copied through it chunk by chunk. A piece that overwrites a whole chunk does not
  * fetch its old contents. Asynchronous pieces hold their regions until the
  * stream passes them.
  *
@@ -73,8 +75,8 @@ int _mt_copy(uintptr_t dst, uintptr_t src, size_t n, mt_handle_t s, bool async, 
     mt_region_t *rd = _mt_region_of(p, dst), *rs = _mt_region_of(p, src);
     size_t piece = piece_limit(p, rd, dst, n);
     piece = piece_limit(p, rs, src, piece);
-    if (rd) rd->epoch = p->epoch;
-    if (rs) rs->epoch = p->epoch;
+    _mt_range_protect(p, rd, dst, piece);
+    _mt_range_protect(p, rs, src, piece);
     if (rd) rc = _mt_range_resident(p, rd, dst, piece, s, true, true);
     if (rs && rc == 0) rc = _mt_range_resident(p, rs, src, piece, s, false, false);
     if (rc == 0) rc = _mt_fetch_fence(p, s);
@@ -109,7 +111,7 @@ int _mt_memset(uintptr_t dst, size_t n, size_t elsize, mt_handle_t s, bool async
     piece -= piece % elsize;
     if (piece == 0) piece = n; /* misaligned tail: let the driver judge it */
     if (rd) {
-      rd->epoch = p->epoch;
+      _mt_range_protect(p, rd, dst, piece);
       rc = _mt_range_resident(p, rd, dst, piece, s, true, true);
     }
     if (rc == 0) rc = _mt_fetch_fence(p, s);

@@ -26,6 +26,9 @@ typedef struct mt_device_info {
   size_t free_bytes;      /* free at open */
   size_t granularity;     /* mapping granularity (2 MiB on current GPUs) */
   bool host_mappable;     /* physical host memory can be mapped at a device address */
+  bool models_host_reach; /* no memory behind addresses (virtual clock): a kernel reaching
+                           * host copies is modelled, with no mapping, when the pager's
+                           * host_map option is on */
   int host_numa_node;     /* the GPU's NUMA node, or -1 */
   char name[96];
 } mt_device_info_t;
@@ -59,6 +62,11 @@ typedef struct mt_device_ops {
   int (*stream_wait)(mt_device_t *d, mt_handle_t s, mt_handle_t e);
   /* 1 when s is capturing into a graph (no work runs), 0 otherwise. */
   int (*stream_capturing)(mt_device_t *d, mt_handle_t s);
+  /* Optional (NULL: nothing to do). The next kernel issued on s reaches
+   * bytes of host memory through host mappings: a real device just runs it
+   * slower; the virtual clock adds the time those bytes take on the host
+   * link. */
+  void (*kernel_host_bytes)(mt_device_t *d, mt_handle_t s, size_t bytes);
 } mt_device_ops_t;
 
 struct mt_device {

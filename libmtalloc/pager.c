@@ -153,7 +153,7 @@ static bool eligible(mt_policy_node_t *n, void *arg) {
   victim_ctx_t *v = arg;
   mt_chunk_t *c = container_of_chunk(n);
   mt_region_t *r = c->region;
-  if (r->escaped || r->epoch == v->p->epoch) return false;
+  if (r->escaped || r->epoch == v->p->epoch || c->epoch == v->p->epoch) return false;
   if (v->wait) return true;
   return !region_held(v->p, r, false);
 }
@@ -268,6 +268,14 @@ int _mt_pager_reserve_pinned(mt_pager_t *p, size_t bytes) {
 /* Device memory for c, mapped at its address (contents: what it had, when
  * fetch is true, else undefined). */
 static int chunk_to_device(mt_pager_t *p, mt_chunk_t *c, bool fetch) {
+  if (c->state == CH_HOST && c->region->hostuse) {
+    /* Work in flight may still read and write the host copy through its
+     * mapping: the copy must not start, nor the mapping change, before it
+     * has finished. The host waits: this is the slow path of launches
+     * larger than the budget. */
+    if (region_held(p, c->region, true)) return -EIO;
+    c->region->hostuse = false;
+  }
   int rc = make_room(p, p->chunk);
   if (rc < 0) return rc;
   mt_handle_t h;
@@ -330,6 +338,12 @@ int _mt_fetch_fence(mt_pager_t *p, mt_handle_t s) {
   return rc;
 }
 
+void _mt_range_protect(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len) {
+  if (r == NULL || r->kind == REG_SMALL || len == 0) return;
+  size_t first = (addr - r->addr) / p->chunk, last = (addr + len - 1 - r->addr) / p->chunk;
+  for (size_t i = first; i <= last && i < r->nchunks; i++) r->chunks[i].epoch = p->epoch;
+}
+
 int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len, mt_handle_t s,
                        bool write, bool overwrite) {
   (void)s;
@@ -383,6 +397,41 @@ void _mt_region_hold(mt_pager_t *p, mt_region_t *r, uint32_t si, uint64_t seq) {
     r->nholds--;
   }
   r->holds[r->nholds++] = (mt_hold_t){si, seq};
+}
+
+/* A never-touched chunk gets a host copy (contents undefined, as
+ * cudaMalloc's are), mapped at its address where host mappings are on:
+ * from then on it is HOST like an evicted chunk. */
+static int chunk_host_back(mt_pager_t *p, mt_chunk_t *c) {
+  int rc = host_get(p, c);
+  if (rc < 0) return rc;
+  if (p->host_mapped) {
+    uintptr_t va = c->region->addr + (uintptr_t)c->index * p->chunk;
+    if ((rc = p->dev->ops->map(p->dev, va, p->chunk, c->host)) < 0) {
+      host_release(p, c);
+      return rc;
+    }
+  }
+  c->state = CH_HOST;
+  c->dirty = false;
+  return 0;
+}
+
+int _mt_region_use_in_place(mt_pager_t *p, mt_region_t *r, size_t *host_bytes) {
+  if (r->kind == REG_SMALL || r->escaped) return 0;
+  int rc = 0;
+  for (uint32_t i = 0; i < r->nchunks && rc == 0; i++) {
+    mt_chunk_t *c = &r->chunks[i];
+    if (c->state == CH_DEVICE) {
+      p->pol_ops->touch(p->pol, &c->node);
+      set_dirty(c);
+      continue;
+    }
+    if (c->state == CH_NONE) rc = chunk_host_back(p, c);
+    if (rc == 0) *host_bytes += p->chunk;
+  }
+  r->hostuse = true;
+  return rc;
 }
 
 int _mt_region_escape(mt_pager_t *p, mt_region_t *r, mt_handle_t s) {
@@ -639,12 +688,14 @@ int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **
   if (rc == 0) rc = d->ops->reserve(d, p->va_size, p->chunk, &p->va_base);
   if (rc == 0) rc = _mt_va_init(&p->va, p->va_base, p->va_size / p->chunk);
   p->host_mapped = d->info.host_mappable && cfg->host_map;
+  p->host_reach = cfg->host_map && (d->info.host_mappable || d->info.models_host_reach);
   if (rc == 0 && p->host_mapped) {
     p->win_size = p->host_budget;
     if (d->ops->reserve(d, p->win_size, p->chunk, &p->win_base) == 0) {
       _mt_va_init(&p->win, p->win_base, p->win_size / p->chunk);
     } else {
       p->host_mapped = false;
+      p->host_reach = d->info.models_host_reach;
     }
   }
   if (rc == 0) rc = d->ops->stream_create(d, &p->h2d);

@@ -81,6 +81,7 @@ typedef struct mt_chunk {
   mt_handle_t dev;           /* DEVICE: physical device memory */
   mt_handle_t host;          /* host copy: physical handle (host-mapped) or 0 */
   uintptr_t host_addr;       /* host copy: address to copy to/from; 0 = none */
+  uint64_t epoch;            /* == pager epoch: used by the piece of a copy being prepared */
   struct mt_chunk *rprev, *rnext; /* retained list */
 } mt_chunk_t;
 
@@ -93,6 +94,8 @@ typedef struct mt_region {
   uint64_t id;
   uint8_t kind;              /* REG_* */
   bool escaped;              /* address was copied to the device: stays resident */
+  bool hostuse;              /* a launch reached its HOST chunks through host mappings:
+                              * fetching one waits for the region's holds first */
   uint8_t nholds;
   uint8_t small_class;       /* REG_SMALL: size class */
   uint64_t epoch;            /* == pager epoch: part of the operation being prepared */
@@ -125,6 +128,8 @@ struct mt_pager {
   size_t win_size;
   mt_vaspace_t win;
   bool host_mapped;
+  bool host_reach;           /* a kernel can reach a HOST chunk at its address: host
+                              * mappings, or the virtual clock's model of them */
 
   size_t budget;             /* MT_MAX_VRAM in bytes */
   size_t used;               /* device bytes held: paged chunks + small slabs */
@@ -208,6 +213,12 @@ int _mt_region_resident(mt_pager_t *p, mt_region_t *r, mt_handle_t s, bool write
  * fetched. */
 int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len, mt_handle_t s,
                        bool write, bool overwrite);
+/* Keeps the chunks covering [addr, addr+len) of r from being evicted while
+ * the current operation (pager epoch) is prepared: one piece of a copy or
+ * set, so that a region larger than the budget is moved chunk by chunk
+ * (marking the whole region, as a launch does, would leave nothing of it
+ * to evict). */
+void _mt_range_protect(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len);
 /* Waits until the fetches issued since the last call are ordered before
  * work on stream s (cuStreamWaitEvent); 0 or -errno. */
 int _mt_fetch_fence(mt_pager_t *p, mt_handle_t s);
@@ -219,6 +230,13 @@ mt_region_t *_mt_region_of(mt_pager_t *p, uintptr_t addr);
 /* Takes bytes of the budget for memory that never leaves the device (small
  * slabs), evicting to make room. 0 or -ENOMEM. */
 int _mt_pager_reserve_pinned(mt_pager_t *p, size_t bytes);
+/* Lets the launch being prepared use r where it lies (host-mapped launch,
+ * launch.c): its DEVICE chunks stay (protected by the epoch, marked dirty),
+ * its HOST chunks are reached through their host mapping, and its chunks
+ * that were never touched get a host copy mapped at their address. Adds
+ * the bytes the kernel will reach in host memory to *host_bytes. Requires
+ * p->host_reach. 0 or -errno (-ENOMEM: the host budget is full). */
+int _mt_region_use_in_place(mt_pager_t *p, mt_region_t *r, size_t *host_bytes);
 /* Marks r escaped: made resident now, never evicted. */
 int _mt_region_escape(mt_pager_t *p, mt_region_t *r, mt_handle_t s);
 
