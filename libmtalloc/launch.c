@@ -248,6 +248,7 @@ static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle
            what, f ? " " : "", f ? kernel_name(f) : "", need, fp->n, p->budget, p->pinned, host_bytes);
     if (host_bytes > 0 && p->dev->ops->kernel_host_bytes) p->dev->ops->kernel_host_bytes(p->dev, s, host_bytes);
   }
+  _mt_back_fresh(p);
   int rc = _mt_fetch_fence(p, s);
   if (rc < 0) return rc;
   rc = fwd(ctx);

@@ -3,7 +3,11 @@
  *
  * Every paged region is cut into chunks of MT_CHUNK bytes (at least the
  * driver's mapping granularity). A chunk is
- *   NONE    never touched: no memory anywhere (what cudaMalloc gives back);
+ *   NONE    never touched: no memory anywhere (what cudaMalloc gives back).
+ *           With host mappings a chunk stays NONE only until the next launch
+ *           is forwarded (_mt_back_fresh): then it gets a private host copy
+ *           mapped at its address and is HOST, so that a kernel reaching it
+ *           through a pointer no scan saw is slow, not wrong;
  *   DEVICE  device physical memory mapped at its address; `dirty` when the
  *           device copy is newer than the host copy (or there is none);
  *   HOST    its data lives only in its host copy; with host mappings the
@@ -417,6 +421,31 @@ static int chunk_host_back(mt_pager_t *p, mt_chunk_t *c) {
   return 0;
 }
 
+static void fresh_unlink(mt_pager_t *p, mt_region_t *r) {
+  if (!r->fresh) return;
+  if (r->fprev) r->fprev->fnext = r->fnext;
+  else p->fresh = r->fnext;
+  if (r->fnext) r->fnext->fprev = r->fprev;
+  r->fprev = r->fnext = NULL;
+  r->fresh = false;
+}
+
+void _mt_back_fresh(mt_pager_t *p) {
+  while (p->fresh != NULL) {
+    mt_region_t *r = p->fresh;
+    int rc = 0;
+    for (uint32_t i = 0; i < r->nchunks && rc == 0; i++)
+      if (r->chunks[i].state == CH_NONE) rc = chunk_host_back(p, &r->chunks[i]);
+    if (rc < 0 && !p->fresh_warned) {
+      p->fresh_warned = true;
+      mt_warn("no host copy for a never-touched chunk of the %zu-byte region at %#lx (%s): until "
+              "something touches it, a kernel reaching it through a pointer no launch names "
+              "faults (raise MT_MAX_HOST)", r->size, (unsigned long)r->addr, strerror(-rc));
+    }
+    fresh_unlink(p, r);
+  }
+}
+
 int _mt_region_use_in_place(mt_pager_t *p, mt_region_t *r, size_t *host_bytes) {
   if (r->kind == REG_SMALL || r->escaped) return 0;
   int rc = 0;
@@ -462,6 +491,7 @@ mt_region_t *_mt_region_of(mt_pager_t *p, uintptr_t addr) {
 /* ---- allocation ------------------------------------------------------------------- */
 
 static void region_destroy(mt_pager_t *p, mt_region_t *r) {
+  fresh_unlink(p, r);
   if (r->kind == REG_SMALL) {
     _mt_small_free(p, r->addr, r->small_class);
     free(r);
@@ -565,6 +595,12 @@ static int alloc_locked(mt_pager_t *p, size_t size, uintptr_t *out) {
       r->chunks[i].index = (uint32_t)i;
     }
     p->committed += bytes;
+    if (p->host_mapped) { /* backed by the next launch: _mt_back_fresh */
+      r->fnext = p->fresh;
+      if (p->fresh) p->fresh->fprev = r;
+      p->fresh = r;
+      r->fresh = true;
+    }
   }
   r->size = size;
   r->id = ++p->next_region_id;

@@ -104,6 +104,8 @@ typedef struct mt_region {
   uint32_t nclean;           /* chunks DEVICE and not dirty */
   mt_hold_t holds[MT_HOLDS];
   struct mt_region *next_pending; /* deferred-free list */
+  struct mt_region *fprev, *fnext; /* fresh list: allocated since the last launch */
+  bool fresh;                /* on the fresh list */
   uint32_t nchunks;
   mt_chunk_t chunks[];       /* REG_PAGED */
 } mt_region_t;
@@ -146,6 +148,8 @@ struct mt_pager {
 
   mt_chunk_t retained;       /* sentinel of the retained list */
   mt_region_t *pending;      /* deferred frees (cuMemFreeAsync) */
+  mt_region_t *fresh;        /* paged regions allocated since the last launch (host mappings) */
+  bool fresh_warned;         /* the host budget left a fresh chunk unbacked once */
 
   /* smallpool.c */
   uintptr_t *small_free[MT_SMALL_CLASSES];
@@ -237,6 +241,11 @@ int _mt_pager_reserve_pinned(mt_pager_t *p, size_t bytes);
  * the bytes the kernel will reach in host memory to *host_bytes. Requires
  * p->host_reach. 0 or -errno (-ENOMEM: the host budget is full). */
 int _mt_region_use_in_place(mt_pager_t *p, mt_region_t *r, size_t *host_bytes);
+/* Gives every chunk that no one has touched, of the regions allocated since
+ * the last launch, a host copy mapped at its address (host mappings only),
+ * so that a kernel reaching it through a pointer no scan sees is slow, not
+ * wrong. Called before each launch is forwarded. */
+void _mt_back_fresh(mt_pager_t *p);
 /* Marks r escaped: made resident now, never evicted. */
 int _mt_region_escape(mt_pager_t *p, mt_region_t *r, mt_handle_t s);
 
