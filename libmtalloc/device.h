@@ -42,8 +42,12 @@ typedef struct mt_device_ops {
   /* Physical memory of one chunk, on the device or (host_mappable) on the host. */
   int (*phys_create)(mt_device_t *d, size_t size, bool on_host, mt_handle_t *h);
   void (*phys_release)(mt_device_t *d, mt_handle_t h);
-  /* Map h at va (whole size) with read/write access for the device; unmap. */
-  int (*map)(mt_device_t *d, uintptr_t va, size_t size, mt_handle_t h);
+  /* Map size bytes of h, from byte offset off, at va (no access yet). */
+  int (*map)(mt_device_t *d, uintptr_t va, size_t size, mt_handle_t h, size_t off);
+  /* Read/write access for the device to [va, va+size), which may span
+   * several mappings: one call for a run of chunks mapped one by one. */
+  int (*set_access)(mt_device_t *d, uintptr_t va, size_t size);
+  /* Unmap [va, va+size): whole mappings, possibly several adjacent ones. */
   int (*unmap)(mt_device_t *d, uintptr_t va, size_t size);
   /* Pinned host buffers for devices without host mappings. */
   int (*host_alloc)(mt_device_t *d, size_t size, void **p);

@@ -97,8 +97,13 @@ static void vd_phys_release(mt_device_t *d, mt_handle_t h) {
   v->dev_bytes -= size;
 }
 
-static int vd_map(mt_device_t *d, uintptr_t va, size_t size, mt_handle_t h) {
-  (void)d, (void)va, (void)size, (void)h;
+static int vd_map(mt_device_t *d, uintptr_t va, size_t size, mt_handle_t h, size_t off) {
+  (void)d, (void)va, (void)size, (void)h, (void)off;
+  return 0;
+}
+
+static int vd_set_access(mt_device_t *d, uintptr_t va, size_t size) {
+  (void)d, (void)va, (void)size;
   return 0;
 }
 
@@ -217,6 +222,7 @@ static const mt_device_ops_t vdev_ops = {
   .phys_create = vd_phys_create,
   .phys_release = vd_phys_release,
   .map = vd_map,
+  .set_access = vd_set_access,
   .unmap = vd_unmap,
   .host_alloc = vd_host_alloc,
   .host_free = vd_host_free,

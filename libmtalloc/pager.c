@@ -26,6 +26,12 @@
  * Moves: evictions are batched (all copies issued on the d2h stream, one
  * wait, then unmaps); fetches are issued on the h2d stream and the
  * application's stream waits for them with an event, never the host.
+ * Physical memory comes from pools (physpool.c): a move creates and
+ * releases nothing. Mapping changes go by runs of adjacent chunks: a
+ * fetched run costs one cuMemMap per chunk (each has its own handle), one
+ * cuMemSetAccess and, with host mappings, one cuMemUnmap of the host
+ * mappings; an evicted run one cuMemUnmap and, with host mappings, one
+ * cuMemMap per chunk and one cuMemSetAccess (tests/pager oversize moves).
  *
  * Threading: everything under p->lock (see pager_internal.h).
  */
@@ -83,23 +89,22 @@ static void retained_link(mt_pager_t *p, mt_chunk_t *c) {
   c->retained = true;
 }
 
+/* Gives c's host copy back to the pool; c must not be HOST (its address
+ * would still map the slot). No driver call. */
 static void host_release(mt_pager_t *p, mt_chunk_t *c) {
   if (c->host_addr == 0) return;
   retained_unlink(c);
-  if (p->host_mapped) {
-    p->dev->ops->unmap(p->dev, c->host_addr, p->chunk);
-    p->dev->ops->phys_release(p->dev, c->host);
-    _mt_va_free(&p->win, c->host_addr, 1, p->chunk);
-  } else {
-    p->dev->ops->host_free(p->dev, (void *)c->host_addr);
-  }
+  mt_host_slot_t sl = {c->host, c->host_off, c->host_addr};
+  _mt_pool_host_put(p, &sl);
   c->host = 0;
+  c->host_off = 0;
   c->host_addr = 0;
   p->host_used -= p->chunk;
 }
 
-/* Gives c a host copy (contents undefined). When the host budget is full,
- * drops the host copies that device chunks keep (they become dirty). */
+/* Gives c a host copy (contents undefined) from the pool. When the host
+ * budget is full, drops the host copies that device chunks keep (they
+ * become dirty). */
 static int host_get(mt_pager_t *p, mt_chunk_t *c) {
   if (c->host_addr != 0) return 0;
   while (p->host_used + p->chunk > p->host_budget && p->retained.rprev != &p->retained) {
@@ -112,27 +117,12 @@ static int host_get(mt_pager_t *p, mt_chunk_t *c) {
              "(raise MT_MAX_HOST, or lower the model's memory)", p->host_budget, p->chunk);
     return -ENOMEM;
   }
-  int rc;
-  if (p->host_mapped) {
-    uintptr_t w;
-    if ((rc = _mt_va_alloc(&p->win, 1, p->chunk, &w)) < 0) return rc;
-    mt_handle_t h;
-    if ((rc = p->dev->ops->phys_create(p->dev, p->chunk, true, &h)) < 0) {
-      _mt_va_free(&p->win, w, 1, p->chunk);
-      return rc;
-    }
-    if ((rc = p->dev->ops->map(p->dev, w, p->chunk, h)) < 0) {
-      p->dev->ops->phys_release(p->dev, h);
-      _mt_va_free(&p->win, w, 1, p->chunk);
-      return rc;
-    }
-    c->host = h;
-    c->host_addr = w;
-  } else {
-    void *hp;
-    if ((rc = p->dev->ops->host_alloc(p->dev, p->chunk, &hp)) < 0) return rc;
-    c->host_addr = (uintptr_t)hp;
-  }
+  mt_host_slot_t sl;
+  int rc = _mt_pool_host_get(p, &sl);
+  if (rc < 0) return rc;
+  c->host = sl.h;
+  c->host_off = sl.off;
+  c->host_addr = sl.addr;
   p->host_used += p->chunk;
   return 0;
 }
@@ -163,6 +153,29 @@ static bool eligible(mt_policy_node_t *n, void *arg) {
 }
 
 #define EVICT_BATCH 32
+
+static uintptr_t chunk_va(const mt_pager_t *p, const mt_chunk_t *c) {
+  return c->region->addr + (uintptr_t)c->index * p->chunk;
+}
+
+/* b lies above c (regions do not overlap, so (addr, index) orders them). */
+static bool chunk_va_less(const mt_chunk_t *b, const mt_chunk_t *c) {
+  return b->region->addr > c->region->addr || (b->region->addr == c->region->addr && b->index > c->index);
+}
+
+/* Insertion sort by address (region, then chunk index): batches are at
+ * most EVICT_BATCH long. */
+static void sort_by_va(mt_chunk_t **b, int n) {
+  for (int i = 1; i < n; i++) {
+    mt_chunk_t *c = b[i];
+    int j = i;
+    while (j > 0 && chunk_va_less(b[j - 1], c)) {
+      b[j] = b[j - 1];
+      j--;
+    }
+    b[j] = c;
+  }
+}
 
 /* Frees device memory until `need` more bytes fit in the budget. Chunks of
  * regions in the current epoch (the operation being prepared) are never
@@ -217,14 +230,30 @@ static int make_room(mt_pager_t *p, size_t need) {
       for (int i = 0; i < n; i++) p->pol_ops->insert(p->pol, &batch[i]->node);
       return rc;
     }
+    /* Mapping changes by runs of adjacent victims: one unmap per run, the
+     * device memory back to the pool (no release), each host copy mapped
+     * at its chunk (each is its own slot), one set_access per run. */
+    sort_by_va(batch, n);
+    for (int i = 0; i < n;) {
+      int j = i + 1;
+      while (j < n && chunk_va(p, batch[j]) == chunk_va(p, batch[j - 1]) + p->chunk) j++;
+      uintptr_t va0 = chunk_va(p, batch[i]);
+      p->dev->ops->unmap(p->dev, va0, (size_t)(j - i) * p->chunk);
+      bool mapped = true;
+      for (int k = i; k < j; k++) {
+        mt_chunk_t *c = batch[k];
+        p->used -= p->chunk;
+        _mt_pool_dev_put(p, c->dev);
+        c->dev = 0;
+        retained_unlink(c);
+        if (p->host_mapped && p->dev->ops->map(p->dev, chunk_va(p, c), p->chunk, c->host, c->host_off) < 0)
+          mapped = false; /* logged; the chunk is unmapped, as with MT_HOST_MAP=off */
+      }
+      if (p->host_mapped && mapped) p->dev->ops->set_access(p->dev, va0, (size_t)(j - i) * p->chunk);
+      i = j;
+    }
     for (int i = 0; i < n; i++) {
       mt_chunk_t *c = batch[i];
-      uintptr_t va = c->region->addr + (uintptr_t)c->index * p->chunk;
-      p->dev->ops->unmap(p->dev, va, p->chunk);
-      p->dev->ops->phys_release(p->dev, c->dev);
-      c->dev = 0;
-      retained_unlink(c);
-      if (p->host_mapped) p->dev->ops->map(p->dev, va, p->chunk, c->host);
       if (_mt_trace_on()) {
         _mt_trace_move(MT_TR_EVICT, c->region->id, c->index, MT_TIER_GPU, MT_TIER_HOST, c->dirty, false, p->chunk);
         if (c->dirty) _mt_trace_copy(MT_TR_D2H, true, 0, p->chunk, t0, _mt_trace_now());
@@ -239,9 +268,9 @@ static int make_room(mt_pager_t *p, size_t need) {
       c->dirty = false;
       c->state = CH_HOST;
       c->region->ndevice--;
-      p->used -= p->chunk;
     }
     resident_changed(p);
+    _mt_pool_check(p);
   }
   return 0;
 }
@@ -269,22 +298,12 @@ int _mt_pager_reserve_pinned(mt_pager_t *p, size_t bytes) {
 
 /* ---- fetch ---------------------------------------------------------------------- */
 
-/* Device memory for c, mapped at its address (contents: what it had, when
- * fetch is true, else undefined). */
-static int chunk_to_device(mt_pager_t *p, mt_chunk_t *c, bool fetch) {
-  if (c->state == CH_HOST && c->region->hostuse) {
-    /* Work in flight may still read and write the host copy through its
-     * mapping: the copy must not start, nor the mapping change, before it
-     * has finished. The host waits: this is the slow path of launches
-     * larger than the budget. */
-    if (region_held(p, c->region, true)) return -EIO;
-    c->region->hostuse = false;
-  }
-  int rc = make_room(p, p->chunk);
-  if (rc < 0) return rc;
-  mt_handle_t h;
+/* A device handle for a chunk about to be fetched, `left` chunks of the
+ * run still to come (this one included). */
+static int dev_handle(mt_pager_t *p, size_t left, mt_handle_t *h) {
+  int rc;
   for (int tries = 0;; tries++) {
-    rc = p->dev->ops->phys_create(p->dev, p->chunk, false, &h);
+    rc = _mt_pool_dev_get(p, h);
     if (rc != -ENOMEM || tries == 3) break;
     /* Someone else holds device memory the budget assumed free: shrink. */
     size_t shrink = p->used > p->chunk * 8 ? p->chunk * 8 : p->used;
@@ -292,46 +311,108 @@ static int chunk_to_device(mt_pager_t *p, mt_chunk_t *c, bool fetch) {
     mt_warn("the device has less free memory than MT_MAX_VRAM assumed; lowering the budget "
             "from %zu to %zu bytes", p->budget, p->budget - shrink);
     p->budget -= shrink;
-    if ((rc = make_room(p, p->chunk)) < 0) return rc;
+    _mt_pool_dev_trim(p);
+    if ((rc = make_room(p, left * p->chunk)) < 0) return rc;
   }
+  return rc;
+}
+
+/* Maps their host copies back at HOST chunks [k, n) of the run at va0 (device
+ * memory there was unmapped): the undo of a failed fetch. */
+static void remap_host(mt_pager_t *p, mt_chunk_t *cs, int k, int n, uintptr_t va0) {
+  if (!p->host_mapped) return;
+  for (int i = k; i < n; i++) {
+    if (cs[i].state != CH_HOST) continue;
+    uintptr_t va = va0 + (uintptr_t)i * p->chunk;
+    if (p->dev->ops->map(p->dev, va, p->chunk, cs[i].host, cs[i].host_off) == 0)
+      p->dev->ops->set_access(p->dev, va, p->chunk);
+  }
+}
+
+/* Device memory for the n adjacent chunks cs[0..n) of one region (none of
+ * them DEVICE, n <= EVICT_BATCH), mapped at their addresses; contents:
+ * what each had when fetch[i], else undefined. Mapping changes are batched:
+ * one unmap per run of host-mapped chunks, one map per chunk (each has its
+ * own handle), one set_access for the run; physical memory comes from the
+ * pool. Returns 0 or -errno; on error the chunks not moved are as before. */
+static int run_to_device(mt_pager_t *p, mt_chunk_t *cs, int n, const bool *fetch) {
+  mt_region_t *r = cs[0].region;
+  uintptr_t va0 = chunk_va(p, &cs[0]);
+  if (r->hostuse) {
+    /* Work in flight may still read and write the host copies through
+     * their mappings: the copies must not start, nor the mappings change,
+     * before it has finished. The host waits: this is the slow path of
+     * launches larger than the budget. */
+    if (region_held(p, r, true)) return -EIO;
+    r->hostuse = false;
+  }
+  int rc = make_room(p, (size_t)n * p->chunk);
   if (rc < 0) return rc;
-  uintptr_t va = c->region->addr + (uintptr_t)c->index * p->chunk;
-  if (c->state == CH_HOST && p->host_mapped) p->dev->ops->unmap(p->dev, va, p->chunk);
-  if ((rc = p->dev->ops->map(p->dev, va, p->chunk, h)) < 0) {
-    if (c->state == CH_HOST && p->host_mapped) p->dev->ops->map(p->dev, va, p->chunk, c->host);
-    p->dev->ops->phys_release(p->dev, h);
-    return rc;
-  }
-  if (c->state == CH_HOST && fetch) {
-    rc = p->dev->ops->copy(p->dev, va, c->host_addr, p->chunk, p->h2d);
-    if (rc < 0) { /* undo: the host copy stays authoritative */
-      p->dev->ops->unmap(p->dev, va, p->chunk);
-      p->dev->ops->phys_release(p->dev, h);
-      if (p->host_mapped) p->dev->ops->map(p->dev, va, p->chunk, c->host);
+  mt_handle_t h[EVICT_BATCH];
+  for (int i = 0; i < n; i++) {
+    if ((rc = dev_handle(p, (size_t)(n - i), &h[i])) < 0) {
+      while (i-- > 0) _mt_pool_dev_put(p, h[i]);
       return rc;
     }
-    p->fetch_pending = true;
-    mt_stat_add(fetches, 1);
-    mt_stat_add(bytes_h2d, p->chunk);
-    if (_mt_trace_on()) {
-      uint64_t t = _mt_trace_now(); /* issued now; the copy stream runs it */
-      _mt_trace_move(MT_TR_FETCH, c->region->id, c->index, MT_TIER_HOST, MT_TIER_GPU, false, false, p->chunk);
-      _mt_trace_copy(MT_TR_H2D, true, 0, p->chunk, t, t);
-    }
-    c->dirty = false;
-    c->region->nclean++;
-    retained_link(p, c);
-  } else {
-    c->dirty = true; /* new contents will be written; a host copy is stale but kept for reuse */
-    if (c->host_addr != 0) retained_link(p, c);
   }
-  c->dev = h;
-  c->state = CH_DEVICE;
-  c->region->ndevice++;
-  p->used += p->chunk;
+  if (p->host_mapped) {
+    for (int i = 0; i < n;) {
+      if (cs[i].state != CH_HOST) {
+        i++;
+        continue;
+      }
+      int j = i + 1;
+      while (j < n && cs[j].state == CH_HOST) j++;
+      p->dev->ops->unmap(p->dev, va0 + (uintptr_t)i * p->chunk, (size_t)(j - i) * p->chunk);
+      i = j;
+    }
+  }
+  int mapped = 0;
+  for (; mapped < n && rc == 0; mapped++)
+    rc = p->dev->ops->map(p->dev, va0 + (uintptr_t)mapped * p->chunk, p->chunk, h[mapped], 0);
+  if (rc < 0) mapped--;
+  if (rc == 0) rc = p->dev->ops->set_access(p->dev, va0, (size_t)n * p->chunk);
+  if (rc < 0) {
+    if (mapped > 0) p->dev->ops->unmap(p->dev, va0, (size_t)mapped * p->chunk);
+    for (int i = 0; i < n; i++) _mt_pool_dev_put(p, h[i]);
+    remap_host(p, cs, 0, n, va0);
+    return rc;
+  }
+  for (int i = 0; i < n; i++) {
+    mt_chunk_t *c = &cs[i];
+    uintptr_t va = va0 + (uintptr_t)i * p->chunk;
+    if (c->state == CH_HOST && fetch[i]) {
+      rc = p->dev->ops->copy(p->dev, va, c->host_addr, p->chunk, p->h2d);
+      if (rc < 0) { /* undo the rest: their host copies stay authoritative */
+        p->dev->ops->unmap(p->dev, va, (size_t)(n - i) * p->chunk);
+        for (int k = i; k < n; k++) _mt_pool_dev_put(p, h[k]);
+        remap_host(p, cs, i, n, va0);
+        break;
+      }
+      p->fetch_pending = true;
+      mt_stat_add(fetches, 1);
+      mt_stat_add(bytes_h2d, p->chunk);
+      if (_mt_trace_on()) {
+        uint64_t t = _mt_trace_now(); /* issued now; the copy stream runs it */
+        _mt_trace_move(MT_TR_FETCH, c->region->id, c->index, MT_TIER_HOST, MT_TIER_GPU, false, false, p->chunk);
+        _mt_trace_copy(MT_TR_H2D, true, 0, p->chunk, t, t);
+      }
+      c->dirty = false;
+      c->region->nclean++;
+      retained_link(p, c);
+    } else {
+      c->dirty = true; /* new contents will be written; a host copy is stale but kept for reuse */
+      if (c->host_addr != 0) retained_link(p, c);
+    }
+    c->dev = h[i];
+    c->state = CH_DEVICE;
+    c->region->ndevice++;
+    p->used += p->chunk;
+    p->pol_ops->insert(p->pol, &c->node);
+  }
   resident_changed(p);
-  p->pol_ops->insert(p->pol, &c->node);
-  return 0;
+  _mt_pool_check(p);
+  return rc;
 }
 
 int _mt_fetch_fence(mt_pager_t *p, mt_handle_t s) {
@@ -361,17 +442,25 @@ int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len
   size_t first = (addr - r->addr) / p->chunk, last = (addr + len - 1 - r->addr) / p->chunk;
   uint64_t t0 = 0;
   int rc = 0;
-  for (size_t i = first; i <= last && rc == 0; i++) {
+  for (size_t i = first; i <= last && rc == 0;) {
     mt_chunk_t *c = &r->chunks[i];
     if (c->state == CH_DEVICE) {
       p->pol_ops->touch(p->pol, &c->node);
-    } else {
-      if (t0 == 0) t0 = now_ns();
-      uintptr_t cs = r->addr + i * p->chunk;
-      bool whole = overwrite && addr <= cs && addr + len >= cs + p->chunk;
-      rc = chunk_to_device(p, c, !whole);
+      if (write) set_dirty(c); /* a host copy it keeps is stale now */
+      i++;
+      continue;
     }
-    if (write && rc == 0) set_dirty(c); /* a host copy it keeps is stale now */
+    /* a run of chunks not on the device: fetched together */
+    if (t0 == 0) t0 = now_ns();
+    bool fetch[EVICT_BATCH];
+    int n = 0;
+    for (; i + (size_t)n <= last && n < EVICT_BATCH && c[n].state != CH_DEVICE; n++) {
+      uintptr_t cs = r->addr + (i + (size_t)n) * p->chunk;
+      fetch[n] = !(overwrite && addr <= cs && addr + len >= cs + p->chunk);
+    }
+    rc = run_to_device(p, c, n, fetch);
+    for (int k = 0; k < n && rc == 0 && write; k++) set_dirty(&c[k]);
+    i += (size_t)n;
   }
   if (t0 != 0) {
     uint64_t t1 = now_ns();
@@ -410,8 +499,13 @@ static int chunk_host_back(mt_pager_t *p, mt_chunk_t *c) {
   int rc = host_get(p, c);
   if (rc < 0) return rc;
   if (p->host_mapped) {
-    uintptr_t va = c->region->addr + (uintptr_t)c->index * p->chunk;
-    if ((rc = p->dev->ops->map(p->dev, va, p->chunk, c->host)) < 0) {
+    uintptr_t va = chunk_va(p, c);
+    if ((rc = p->dev->ops->map(p->dev, va, p->chunk, c->host, c->host_off)) < 0) {
+      host_release(p, c);
+      return rc;
+    }
+    if ((rc = p->dev->ops->set_access(p->dev, va, p->chunk)) < 0) {
+      p->dev->ops->unmap(p->dev, va, p->chunk);
       host_release(p, c);
       return rc;
     }
@@ -490,6 +584,11 @@ mt_region_t *_mt_region_of(mt_pager_t *p, uintptr_t addr) {
 
 /* ---- allocation ------------------------------------------------------------------- */
 
+/* Something is mapped at c's address: device memory, or its host copy. */
+static bool chunk_mapped(const mt_pager_t *p, const mt_chunk_t *c) {
+  return c->state == CH_DEVICE || (c->state == CH_HOST && p->host_mapped);
+}
+
 static void region_destroy(mt_pager_t *p, mt_region_t *r) {
   fresh_unlink(p, r);
   if (r->kind == REG_SMALL) {
@@ -497,17 +596,26 @@ static void region_destroy(mt_pager_t *p, mt_region_t *r) {
     free(r);
     return;
   }
+  /* one unmap per run of mapped chunks (device memory or host copies) */
+  for (uint32_t i = 0; i < r->nchunks;) {
+    if (!chunk_mapped(p, &r->chunks[i])) {
+      i++;
+      continue;
+    }
+    uint32_t j = i + 1;
+    while (j < r->nchunks && chunk_mapped(p, &r->chunks[j])) j++;
+    p->dev->ops->unmap(p->dev, r->addr + (uintptr_t)i * p->chunk, (size_t)(j - i) * p->chunk);
+    i = j;
+  }
   for (uint32_t i = 0; i < r->nchunks; i++) {
     mt_chunk_t *c = &r->chunks[i];
-    uintptr_t va = r->addr + (uintptr_t)i * p->chunk;
     if (c->state == CH_DEVICE) {
       p->pol_ops->remove(p->pol, &c->node);
-      p->dev->ops->unmap(p->dev, va, p->chunk);
-      p->dev->ops->phys_release(p->dev, c->dev);
       p->used -= p->chunk;
-    } else if (c->state == CH_HOST && p->host_mapped) {
-      p->dev->ops->unmap(p->dev, va, p->chunk);
+      _mt_pool_dev_put(p, c->dev);
+      c->dev = 0;
     }
+    c->state = CH_NONE;
     host_release(p, c);
   }
   if (r->escaped) {
@@ -739,6 +847,7 @@ int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_fetch);
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_evict);
   if (rc == 0) rc = _mt_small_init(p, cfg->small_limit);
+  if (rc == 0) rc = _mt_pool_init(p);
   if (rc < 0) return rc; /* what was made stays: the process goes on without us */
   *out = p;
   return 0;

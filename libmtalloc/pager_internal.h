@@ -39,6 +39,41 @@ void _mt_va_fini(mt_vaspace_t *v);
 int _mt_va_alloc(mt_vaspace_t *v, size_t n, size_t chunk, uintptr_t *out);
 int _mt_va_free(mt_vaspace_t *v, uintptr_t addr, size_t n, size_t chunk);
 
+/* ---- physpool.c ----------------------------------------------------------
+ * Physical memory for chunk moves, made once and reused (see physpool.c). */
+typedef struct mt_host_slot {
+  mt_handle_t h;             /* slab handle (host mappings), else 0 */
+  size_t off;                /* byte offset of the slot in the slab */
+  uintptr_t addr;            /* where the pager copies to and from */
+} mt_host_slot_t;
+
+typedef struct mt_physpool {
+  mt_handle_t *dev_free;     /* device chunk handles no chunk uses */
+  size_t ndev_free, cap_dev;
+  mt_host_slot_t *host_free; /* host copy slots no chunk uses */
+  size_t nhost_free, cap_host;
+  size_t slab_chunks;        /* chunks per host slab */
+  size_t host_slabbed;       /* chunks in host slabs, <= host_budget / chunk */
+  uint64_t dev_created;      /* device handles alive (in use or pooled) */
+  uint64_t host_slabs;       /* host slabs made */
+} mt_physpool_t;
+
+typedef struct mt_pager mt_pager_t;
+int _mt_pool_init(mt_pager_t *p);
+/* A device chunk handle: from the pool, else created. 0 or -errno. */
+int _mt_pool_dev_get(mt_pager_t *p, mt_handle_t *h);
+/* Gives a device handle back (its chunk is unmapped and out of `used`). */
+void _mt_pool_dev_put(mt_pager_t *p, mt_handle_t h);
+/* Releases pooled handles the budget no longer covers (it shrank). */
+void _mt_pool_dev_trim(mt_pager_t *p);
+/* A host copy slot: from the pool, else from a new slab. 0 or -ENOMEM. */
+int _mt_pool_host_get(mt_pager_t *p, mt_host_slot_t *out);
+void _mt_pool_host_put(mt_pager_t *p, const mt_host_slot_t *s);
+/* Level 3 (MT_CHECK_INVARIANTS): the pools agree with the pager's
+ * accounting -- used + pooled device memory within the budget, host slots
+ * in use == host_used, slabs within the host budget. */
+void _mt_pool_check(const mt_pager_t *p);
+
 /* ---- streams.c -----------------------------------------------------------
  * A hold says "stream s will use this region until its operation number
  * seq has completed". Operation numbers are the pager's own count of the
@@ -51,8 +86,6 @@ typedef struct mt_hold {
 } mt_hold_t;
 
 #define MT_HOLDS 4     /* per region; a fifth stream waits for the oldest */
-
-typedef struct mt_pager mt_pager_t;
 
 /* The stream table index for an application stream handle (created on first
  * sight), or 0 when out of memory (treated as "no hold", after a host wait). */
@@ -79,7 +112,8 @@ typedef struct mt_chunk {
   bool dirty;                /* DEVICE: the device copy is newer than any host copy */
   bool retained;             /* on the pager's retained list (DEVICE with a host copy) */
   mt_handle_t dev;           /* DEVICE: physical device memory */
-  mt_handle_t host;          /* host copy: physical handle (host-mapped) or 0 */
+  mt_handle_t host;          /* host copy: its slab's handle (host-mapped) or 0 */
+  size_t host_off;           /* host copy: its offset in that slab */
   uintptr_t host_addr;       /* host copy: address to copy to/from; 0 = none */
   uint64_t epoch;            /* == pager epoch: used by the piece of a copy being prepared */
   struct mt_chunk *rprev, *rnext; /* retained list */
@@ -163,6 +197,8 @@ struct mt_pager {
   uint32_t nstreams, cap_streams;
   mt_handle_t *event_pool;
   size_t nevents, cap_events;
+
+  mt_physpool_t pool;        /* physpool.c */
 
   /* launch.c */
   struct mt_layout **layouts;

@@ -310,6 +310,88 @@ static int case_meminfo(void) {
   return 0;
 }
 
+/* ---- moves -------------------------------------------------------------------- */
+
+static void k_add_fn(void **p, const fakecuda_launch_t *l) { /* x[i] += a */
+  (void)l;
+  uint32_t *x = *(uint32_t **)p[0];
+  uint32_t a = *(uint32_t *)p[1];
+  size_t n = *(size_t *)p[2];
+  for (size_t i = 0; i < n; i++) x[i] += a;
+}
+
+static const char *const counted[] = {"cuMemCreate", "cuMemRelease", "cuMemMap", "cuMemUnmap", "cuMemSetAccess",
+                                      "cuMemHostAlloc"};
+enum { NCOUNTED = sizeof(counted) / sizeof(counted[0]) };
+
+static void snapshot(unsigned long long *v) {
+  for (int i = 0; i < NCOUNTED; i++) v[i] = fakecuda_call_count(counted[i]);
+}
+
+static int case_moves(void) {
+  /* run with MT_MAX_VRAM=8M: A and B of 8 MiB (4 chunks each) take turns, so
+   * every launch fetches one region whole and evicts the other whole */
+  size_t ps[] = {8, 4, 8};
+  CUfunction add = fakecuda_register_kernel("add_u32", k_add_fn, 3, ps);
+  size_t sz = 8 * MiB, n = sz / 4;
+  CUdeviceptr buf[2];
+  for (int b = 0; b < 2; b++) {
+    CK(cuMemAlloc(&buf[b], sz));
+    CK(cuMemsetD32(buf[b], (unsigned)b * 1000, n));
+  }
+  bool host_map = stat_of("host_mapped") == 1;
+  uint32_t one = 1;
+  int launches = 0;
+  for (int round = 0; round < 3; round++) /* warm-up: the pools fill */
+    for (int b = 0; b < 2; b++, launches++) {
+      void *args[] = {&buf[b], &one, &n};
+      CK(cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    }
+  CK(cuCtxSynchronize());
+  unsigned long long before[NCOUNTED], after[NCOUNTED];
+  snapshot(before);
+  long long f0 = stat_of("fetches"), e0 = stat_of("evictions_dirty") + stat_of("evictions_clean");
+  enum { ROUNDS = 8 };
+  for (int round = 0; round < ROUNDS; round++)
+    for (int b = 0; b < 2; b++, launches++) {
+      void *args[] = {&buf[b], &one, &n};
+      CK(cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+    }
+  CK(cuCtxSynchronize());
+  snapshot(after);
+  long long fetches = stat_of("fetches") - f0, evictions = stat_of("evictions_dirty") + stat_of("evictions_clean") - e0;
+  unsigned long long d[NCOUNTED];
+  for (int i = 0; i < NCOUNTED; i++) d[i] = after[i] - before[i];
+  int runs = 2 * ROUNDS; /* one run of 4 chunks fetched and one evicted per launch */
+  printf("oversize_test moves: %lld chunks fetched and %lld evicted in %d launches (host mappings %s): ", fetches,
+         evictions, runs, host_map ? "on" : "off");
+  for (int i = 0; i < NCOUNTED; i++) printf("%s %llu%s", counted[i], d[i], i + 1 < NCOUNTED ? ", " : "\n");
+  EXPECT(fetches == 4 * runs && evictions == 4 * runs, "fetches %lld, evictions %lld: want %d each", fetches,
+         evictions, 4 * runs);
+  EXPECT(d[0] == 0 && d[1] == 0, "cuMemCreate %llu, cuMemRelease %llu in steady state: want 0 (pool)", d[0], d[1]);
+  EXPECT(d[5] == 0, "cuMemHostAlloc %llu in steady state: want 0 (pool)", d[5]);
+  /* The design (pager.c, physpool.c): a fetched run of chunks costs one
+   * cuMemMap per chunk (each its own handle), one cuMemSetAccess, and with
+   * host mappings one cuMemUnmap of their host mappings; an evicted run one
+   * cuMemUnmap and, with host mappings, one cuMemMap per chunk (its host
+   * copy) and one cuMemSetAccess. */
+  unsigned long long want_map = (unsigned long long)(host_map ? 2 : 1) * (unsigned long long)fetches;
+  unsigned long long want_runs = (unsigned long long)(host_map ? 2 : 1) * (unsigned long long)runs;
+  EXPECT(d[2] == want_map, "cuMemMap %llu, want %llu", d[2], want_map);
+  EXPECT(d[3] == want_runs, "cuMemUnmap %llu, want %llu (one per run)", d[3], want_runs);
+  EXPECT(d[4] == want_runs, "cuMemSetAccess %llu, want %llu (one per run)", d[4], want_runs);
+  uint32_t *back = malloc(sz);
+  for (int b = 0; b < 2; b++) {
+    CK(cuMemcpyDtoH(back, buf[b], sz));
+    uint32_t want = (uint32_t)b * 1000 + (uint32_t)launches / 2;
+    for (size_t i = 0; i < n; i++) EXPECT(back[i] == want, "buf %d [%zu] = %u, want %u", b, i, back[i], want);
+    CK(cuMemFree(buf[b]));
+  }
+  free(back);
+  printf("oversize_test moves: ok\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: oversize_test biglaunch|copybig|fresh|meminfo|moves\n");
@@ -330,6 +412,7 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "copybig") == 0) return case_copybig();
   if (strcmp(argv[1], "fresh") == 0) return case_fresh();
   if (strcmp(argv[1], "meminfo") == 0) return case_meminfo();
+  if (strcmp(argv[1], "moves") == 0) return case_moves();
   fprintf(stderr, "oversize_test: unknown case %s\n", argv[1]);
   return 2;
 }
