@@ -80,6 +80,7 @@ int _mt_copy(uintptr_t dst, uintptr_t src, size_t n, mt_handle_t s, bool async, 
     if (rd) rc = _mt_range_resident(p, rd, dst, piece, s, true, true);
     if (rs && rc == 0) rc = _mt_range_resident(p, rs, src, piece, s, false, false);
     if (rc == 0) rc = _mt_fetch_fence(p, s);
+    else _mt_fetch_flush(p); /* what was fetched is DEVICE: its copies must run */
     if (rc == 0) rc = fwd(ctx, dst, src, piece);
     if (rc == 0 && si != 0) {
       uint64_t seq = _mt_stream_next(p, si);
@@ -115,6 +116,7 @@ int _mt_memset(uintptr_t dst, size_t n, size_t elsize, mt_handle_t s, bool async
       rc = _mt_range_resident(p, rd, dst, piece, s, true, true);
     }
     if (rc == 0) rc = _mt_fetch_fence(p, s);
+    else _mt_fetch_flush(p);
     if (rc == 0) rc = fwd(ctx, dst, 0, piece);
     if (rc == 0 && si != 0 && rd) _mt_region_hold(p, rd, si, _mt_stream_next(p, si));
     dst += piece;

@@ -227,6 +227,7 @@ static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle
       rc = _mt_region_use_in_place(p, r, &host_bytes);
     }
     if (rc < 0) {
+      _mt_fetch_flush(p); /* what was fetched so far is DEVICE: its copies must run */
       if (rc == -E2BIG)
         mt_error("%s%s%s: could not make its %zu bytes resident within MT_MAX_VRAM=%zu (the rest "
                  "is held by work in flight)", what, f ? " " : "", f ? kernel_name(f) : "", need, p->budget);

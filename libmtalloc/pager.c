@@ -107,6 +107,17 @@ static void host_release(mt_pager_t *p, mt_chunk_t *c) {
  * become dirty). */
 static int host_get(mt_pager_t *p, mt_chunk_t *c) {
   if (c->host_addr != 0) return 0;
+  if (p->host_used + p->chunk > p->host_budget && p->retained.rprev != &p->retained && p->h2d_unsynced) {
+    /* A retained copy may be the source of a fetch still on the h2d
+     * stream; its slot goes back to the pool and is written at once by the
+     * eviction that asked for it: the fetches must be done first. The host
+     * waits, only when the host budget is full. */
+    int rc = _mt_fetch_flush(p);
+    if (rc == 0) rc = p->dev->ops->event_record(p->dev, p->ev_h2d, p->h2d);
+    if (rc == 0) rc = p->dev->ops->event_sync(p->dev, p->ev_h2d);
+    if (rc < 0) return rc;
+    p->h2d_unsynced = false;
+  }
   while (p->host_used + p->chunk > p->host_budget && p->retained.rprev != &p->retained) {
     mt_chunk_t *old = p->retained.rprev; /* the oldest retained copy */
     host_release(p, old);
@@ -382,12 +393,25 @@ static int run_to_device(mt_pager_t *p, mt_chunk_t *cs, int n, const bool *fetch
     mt_chunk_t *c = &cs[i];
     uintptr_t va = va0 + (uintptr_t)i * p->chunk;
     if (c->state == CH_HOST && fetch[i]) {
-      rc = p->dev->ops->copy(p->dev, va, c->host_addr, p->chunk, p->h2d);
-      if (rc < 0) { /* undo the rest: their host copies stay authoritative */
+      if (p->ndefer == p->cap_defer) {
+        size_t cap = p->cap_defer ? p->cap_defer * 2 : 64;
+        struct mt_deferred_copy *nd = realloc(p->defer, cap * sizeof(*nd));
+        if (nd != NULL) {
+          p->defer = nd;
+          p->cap_defer = cap;
+        }
+      }
+      if (p->ndefer < p->cap_defer) {
+        p->defer[p->ndefer++] = (struct mt_deferred_copy){va, c->host_addr};
+      } else if ((rc = p->dev->ops->copy(p->dev, va, c->host_addr, p->chunk, p->h2d)) < 0) {
+        /* no memory to defer it, and the copy failed: undo the rest, their
+         * host copies stay authoritative */
         p->dev->ops->unmap(p->dev, va, (size_t)(n - i) * p->chunk);
         for (int k = i; k < n; k++) _mt_pool_dev_put(p, h[k]);
         remap_host(p, cs, i, n, va0);
         break;
+      } else {
+        p->h2d_unsynced = true;
       }
       p->fetch_pending = true;
       mt_stat_add(fetches, 1);
@@ -415,10 +439,23 @@ static int run_to_device(mt_pager_t *p, mt_chunk_t *cs, int n, const bool *fetch
   return rc;
 }
 
+int _mt_fetch_flush(mt_pager_t *p) {
+  int rc = 0;
+  for (size_t i = 0; i < p->ndefer && rc == 0; i++)
+    rc = p->dev->ops->copy(p->dev, p->defer[i].dst, p->defer[i].src, p->chunk, p->h2d);
+  if (p->ndefer > 0) p->h2d_unsynced = true;
+  /* A failed copy leaves a chunk DEVICE without its data: the driver's
+   * error (logged) is the operation's; the caller fails it. */
+  p->ndefer = 0;
+  return rc;
+}
+
 int _mt_fetch_fence(mt_pager_t *p, mt_handle_t s) {
+  int rc = _mt_fetch_flush(p);
+  if (rc < 0) return rc;
   if (!p->fetch_pending) return 0;
   p->fetch_pending = false;
-  int rc = p->dev->ops->event_record(p->dev, p->ev_fetch, p->h2d);
+  rc = p->dev->ops->event_record(p->dev, p->ev_fetch, p->h2d);
   if (rc == 0) rc = p->dev->ops->stream_wait(p->dev, s, p->ev_fetch);
   return rc;
 }
@@ -569,7 +606,10 @@ int _mt_region_escape(mt_pager_t *p, mt_region_t *r, mt_handle_t s) {
   }
   r->epoch = ++p->epoch;
   int rc = _mt_region_resident(p, r, s, true);
-  if (rc < 0) return rc;
+  if (rc < 0) {
+    _mt_fetch_flush(p);
+    return rc;
+  }
   r->escaped = true;
   p->pinned += bytes;
   p->escaped += bytes;
@@ -846,6 +886,7 @@ int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **
   if (rc == 0) rc = d->ops->stream_create(d, &p->d2h);
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_fetch);
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_evict);
+  if (rc == 0) rc = d->ops->event_create(d, &p->ev_h2d);
   if (rc == 0) rc = _mt_small_init(p, cfg->small_limit);
   if (rc == 0) rc = _mt_pool_init(p);
   if (rc < 0) return rc; /* what was made stays: the process goes on without us */

@@ -177,8 +177,11 @@ struct mt_pager {
   uint64_t next_region_id;
   uint64_t epoch;
   mt_handle_t h2d, d2h;      /* copy streams */
-  mt_handle_t ev_fetch, ev_evict;
-  bool fetch_pending;        /* fetch copies issued since the last fence */
+  mt_handle_t ev_fetch, ev_evict, ev_h2d;
+  bool fetch_pending;        /* fetch copies issued (or deferred) since the last fence */
+  bool h2d_unsynced;         /* fetch copies issued since the host last waited for h2d */
+  struct mt_deferred_copy { uintptr_t dst, src; } *defer; /* fetch copies not issued yet */
+  size_t ndefer, cap_defer;
 
   mt_chunk_t retained;       /* sentinel of the retained list */
   mt_region_t *pending;      /* deferred frees (cuMemFreeAsync) */
@@ -259,6 +262,11 @@ int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len
  * (marking the whole region, as a launch does, would leave nothing of it
  * to evict). */
 void _mt_range_protect(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len);
+/* Issues the fetch copies deferred since the last call (run_to_device defers
+ * them so that an operation's mapping changes all come before its copies).
+ * _mt_fetch_fence calls it; a caller that gives up on an operation after
+ * making something resident must call it too. 0 or -errno. */
+int _mt_fetch_flush(mt_pager_t *p);
 /* Waits until the fetches issued since the last call are ordered before
  * work on stream s (cuStreamWaitEvent); 0 or -errno. */
 int _mt_fetch_fence(mt_pager_t *p, mt_handle_t s);
