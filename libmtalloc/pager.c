@@ -565,8 +565,30 @@ void _mt_back_fresh(mt_pager_t *p) {
   while (p->fresh != NULL) {
     mt_region_t *r = p->fresh;
     int rc = 0;
-    for (uint32_t i = 0; i < r->nchunks && rc == 0; i++)
-      if (r->chunks[i].state == CH_NONE) rc = chunk_host_back(p, &r->chunks[i]);
+    /* by runs of never-touched chunks: a host copy and a map each, one
+     * set_access per run */
+    for (uint32_t i = 0; i < r->nchunks && rc == 0;) {
+      if (r->chunks[i].state != CH_NONE) {
+        i++;
+        continue;
+      }
+      uint32_t j = i;
+      for (; j < r->nchunks && r->chunks[j].state == CH_NONE && rc == 0; j++) {
+        mt_chunk_t *c = &r->chunks[j];
+        if ((rc = host_get(p, c)) < 0) break;
+        if (p->host_mapped && (rc = p->dev->ops->map(p->dev, chunk_va(p, c), p->chunk, c->host, c->host_off)) < 0) {
+          host_release(p, c);
+          break;
+        }
+        c->state = CH_HOST;
+        c->dirty = false;
+      }
+      if (p->host_mapped && j > i) {
+        int ra = p->dev->ops->set_access(p->dev, r->addr + (uintptr_t)i * p->chunk, (size_t)(j - i) * p->chunk);
+        if (rc == 0) rc = ra;
+      }
+      i = j;
+    }
     if (rc < 0 && !p->fresh_warned) {
       p->fresh_warned = true;
       mt_warn("no host copy for a never-touched chunk of the %zu-byte region at %#lx (%s): until "
