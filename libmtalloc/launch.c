@@ -201,6 +201,7 @@ static unsigned oversize_warnings;
 static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle_t s, mt_forward_fn fwd,
                          void *ctx, const char *what, const char *name) {
   size_t need = fp->need;
+  const char *kn = f && name ? name : ""; /* the kernel's name, cached with its layout */
   size_t room = p->budget > p->pinned ? p->budget - p->pinned : 0;
   bool over = need > room;
   if (over && !p->host_reach) {
@@ -208,7 +209,7 @@ static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle
              "leaves after %zu bytes that stay on the device; raise MT_MAX_VRAM or split the work "
              "(with host mappings, MT_HOST_MAP=auto on a driver that has them, it would run "
              "with the rest in host memory)",
-             what, f ? " " : "", f ? kernel_name(f) : "", need, fp->n, p->budget, p->pinned);
+             what, *kn ? " " : "", kn, need, fp->n, p->budget, p->pinned);
     return -E2BIG;
   }
   size_t placed = 0, host_bytes = 0;
@@ -230,11 +231,11 @@ static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle
       _mt_fetch_flush(p); /* what was fetched so far is DEVICE: its copies must run */
       if (rc == -E2BIG)
         mt_error("%s%s%s: could not make its %zu bytes resident within MT_MAX_VRAM=%zu (the rest "
-                 "is held by work in flight)", what, f ? " " : "", f ? kernel_name(f) : "", need, p->budget);
+                 "is held by work in flight)", what, *kn ? " " : "", kn, need, p->budget);
       else if (rc == -ENOMEM && over)
         mt_error("%s%s%s needs %zu bytes at once, more than MT_MAX_VRAM=%zu, and host memory for "
                  "the rest is full (MT_MAX_HOST=%zu): raise MT_MAX_HOST or MT_MAX_VRAM",
-                 what, f ? " " : "", f ? kernel_name(f) : "", need, p->budget, p->host_budget);
+                 what, *kn ? " " : "", kn, need, p->budget, p->host_budget);
       return rc;
     }
   }
@@ -246,7 +247,7 @@ static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle
     _mt_log(level, "%s%s%s needs %zu bytes resident at once (%zu buffers), more than MT_MAX_VRAM=%zu "
            "leaves after %zu bytes that stay on the device; it runs with %zu bytes in host memory, "
            "reached through host mappings (slow, not wrong; counted in launches_host_mapped)",
-           what, f ? " " : "", f ? kernel_name(f) : "", need, fp->n, p->budget, p->pinned, host_bytes);
+           what, *kn ? " " : "", kn, need, fp->n, p->budget, p->pinned, host_bytes);
     if (host_bytes > 0 && p->dev->ops->kernel_host_bytes) p->dev->ops->kernel_host_bytes(p->dev, s, host_bytes);
   }
   _mt_back_fresh(p);
