@@ -46,6 +46,7 @@
   X(cuMemRelease)           \
   X(cuMemMap)               \
   X(cuMemUnmap)             \
+  X(cuMemUnmap_busy)        \
   X(cuMemSetAccess)         \
   X(cuMemHostAlloc)         \
   X(cuMemFreeHost)
@@ -239,6 +240,7 @@ typedef struct fc_global {
   bool report;           /* FAKECUDA_REPORT */
   size_t used, peak;     /* device bytes */
   unsigned long long launches; /* kernels + copies executed */
+  unsigned long long copies_inflight; /* copies queued or running on some stream */
   fc_set_t streams_set;  /* live (not destroyed) stream handles */
   fc_stream_t **streams; /* every stream with a worker, incl. draining ones */
   size_t nstreams, cap_streams;

@@ -343,6 +343,9 @@ FC_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   uintptr_t p = (uintptr_t)ptr;
   if (size == 0 || !granular(p) || !granular(size)) return CUDA_ERROR_INVALID_VALUE;
   fc_lock();
+  /* A real driver's cuMemUnmap may wait for the device: count the calls
+   * that would have waited for a copy (fakecuda_call_count). */
+  if (g_fc.copies_inflight > 0) fc_count(FC_CALL_cuMemUnmap_busy);
   reservation_t *rv = resv_covering(p, size);
   if (!rv) {
     fc_unlock();

@@ -60,8 +60,10 @@ unsigned long long fakecuda_launch_count(void);
 
 /* Calls of the driver function `name` so far (successful or not), for the
  * counted ones: cuMemCreate, cuMemRelease, cuMemMap, cuMemUnmap,
- * cuMemSetAccess, cuMemHostAlloc, cuMemFreeHost. ULLONG_MAX for a name that
- * is not counted. */
+ * cuMemSetAccess, cuMemHostAlloc, cuMemFreeHost; and "cuMemUnmap_busy", the
+ * cuMemUnmap calls made while a copy was queued or running on some stream
+ * (a real driver's cuMemUnmap may wait for the device). ULLONG_MAX for a
+ * name that is not counted. */
 unsigned long long fakecuda_call_count(const char *name);
 
 #ifdef __cplusplus

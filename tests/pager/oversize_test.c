@@ -26,6 +26,9 @@
  *              fetches and evictions call neither cuMemCreate nor cuMemRelease,
  *              and each fetch costs at most the mapping calls the design
  *              allows (libmtalloc/physpool.c)
+ *   ordering   while a launch is prepared, no cuMemUnmap (which may wait for
+ *              the device) comes while one of its fetch copies is in flight:
+ *              the fake counts such calls (cuMemUnmap_busy)
  * Usage: oversize_test CASE. Exit 0 pass, 1 fail, 77 skip (not preloaded).
  */
 #include <cudaTypedefs.h>
@@ -392,9 +395,90 @@ static int case_moves(void) {
   return 0;
 }
 
+/* ---- ordering ----------------------------------------------------------------- */
+
+static void k_add2_fn(void **p, const fakecuda_launch_t *l) { /* x[i] += 1, y[i] += 2 */
+  (void)l;
+  uint32_t *x = *(uint32_t **)p[0], *y = *(uint32_t **)p[1];
+  size_t n = *(size_t *)p[2];
+  for (size_t i = 0; i < n; i++) {
+    x[i] += 1;
+    y[i] += 2;
+  }
+}
+
+static int case_ordering(void) {
+  /* run with MT_MAX_VRAM=8M and FAKECUDA_BW=2G (a chunk's copy takes ~1 ms):
+   * a launch on two 2 MiB regions, both evicted by reading an 8 MiB one in
+   * between, needs room twice while it is prepared; the second eviction's
+   * cuMemUnmap must not come while the first region's fetch copy is in
+   * flight (on a real driver it may wait for it). */
+  size_t ps3[] = {8, 8, 8}, ps_add[] = {8, 4, 8};
+  CUfunction add2 = fakecuda_register_kernel("add2", k_add2_fn, 3, ps3);
+  CUfunction add = fakecuda_register_kernel("add_u32", k_add_fn, 3, ps_add);
+  size_t small = 2 * MiB, big = 8 * MiB, ns = small / 4, nb = big / 4;
+  CUdeviceptr a1, a2, b;
+  CK(cuMemAlloc(&a1, small));
+  CK(cuMemAlloc(&a2, small));
+  CK(cuMemAlloc(&b, big));
+  CK(cuMemsetD32(a1, 10, ns));
+  CK(cuMemsetD32(a2, 20, ns));
+  CK(cuMemsetD32(b, 30, nb));
+  CK(cuCtxSynchronize());
+  unsigned long long busy0 = fakecuda_call_count("cuMemUnmap_busy");
+  long long f0 = stat_of("fetches");
+  enum { ROUNDS = 6 };
+  uint32_t one = 1;
+  uint32_t *back = malloc(big);
+  /* Each operation starts with nothing in flight (synchronised), so what
+   * the fake counts is the launch's own doing. b comes back clean (a copy
+   * only reads it), so evicting it for a2 needs no copy and no wait:
+   * nothing but ordering keeps a1's fetch copy from being in flight at that
+   * eviction's cuMemUnmap. */
+  for (int r = 0; r < ROUNDS; r++) {
+    CK(cuMemcpyDtoH(back, b, big));
+    void *aargs[] = {&a1, &a2, &ns};
+    CK(cuLaunchKernel(add2, 1, 1, 1, 1, 1, 1, 0, NULL, aargs, NULL));
+    CK(cuCtxSynchronize());
+  }
+  unsigned long long busy = fakecuda_call_count("cuMemUnmap_busy") - busy0;
+  long long fetches = stat_of("fetches") - f0;
+  /* The same without synchronising: the copy that follows the launch finds
+   * its fetch copies in flight. Reported, not held to zero: mapping changes
+   * are not yet ordered after the fetches of earlier operations. */
+  unsigned long long cross0 = fakecuda_call_count("cuMemUnmap_busy");
+  for (int r = 0; r < ROUNDS; r++) {
+    CK(cuMemcpyDtoH(back, b, big));
+    void *aargs[] = {&a1, &a2, &ns};
+    CK(cuLaunchKernel(add2, 1, 1, 1, 1, 1, 1, 0, NULL, aargs, NULL));
+  }
+  CK(cuCtxSynchronize());
+  unsigned long long cross = fakecuda_call_count("cuMemUnmap_busy") - cross0;
+  void *bargs[] = {&b, &one, &nb};
+  CK(cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, NULL, bargs, NULL));
+  CK(cuCtxSynchronize());
+  printf("oversize_test ordering: %lld chunks fetched in %d rounds, cuMemUnmap while a copy of the same "
+         "operation was in flight: %llu; in %d more rounds without synchronising, while a copy of an "
+         "earlier one was: %llu\n", fetches, ROUNDS, busy, ROUNDS, cross);
+  CK(cuMemcpyDtoH(back, a1, small));
+  for (size_t i = 0; i < ns; i++) EXPECT(back[i] == 10 + 2 * ROUNDS, "a1[%zu] = %u", i, back[i]);
+  CK(cuMemcpyDtoH(back, a2, small));
+  for (size_t i = 0; i < ns; i++) EXPECT(back[i] == 20 + 4 * ROUNDS, "a2[%zu] = %u", i, back[i]);
+  CK(cuMemcpyDtoH(back, b, big));
+  for (size_t i = 0; i < nb; i++) EXPECT(back[i] == 31, "b[%zu] = %u", i, back[i]);
+  free(back);
+  EXPECT(fetches >= 4 * ROUNDS, "only %lld fetches: the launches did not page", fetches);
+  EXPECT(busy == 0, "%llu cuMemUnmap calls while a fetch copy of the same launch was in flight", busy);
+  CK(cuMemFree(a1));
+  CK(cuMemFree(a2));
+  CK(cuMemFree(b));
+  printf("oversize_test ordering: ok\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: oversize_test biglaunch|copybig|fresh|meminfo|moves\n");
+    fprintf(stderr, "usage: oversize_test biglaunch|copybig|fresh|meminfo|moves|ordering\n");
     return 2;
   }
   stats_json = (const char *(*)(void))dlsym(RTLD_DEFAULT, "mt_stats_json");
@@ -413,6 +497,7 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "fresh") == 0) return case_fresh();
   if (strcmp(argv[1], "meminfo") == 0) return case_meminfo();
   if (strcmp(argv[1], "moves") == 0) return case_moves();
+  if (strcmp(argv[1], "ordering") == 0) return case_ordering();
   fprintf(stderr, "oversize_test: unknown case %s\n", argv[1]);
   return 2;
 }
