@@ -1,7 +1,8 @@
 /*
  * pager_internal.h - the pager's data structures, shared by the files that
- * make it up (pager.c: chunk state machine and residency; streams.c: holds;
- * vaspace.c: addresses; smallpool.c: packed small regions; launch.c:
+ * make it up (pager.c: chunk state machine and residency; physpool.c:
+ * physical memory for moves; streams.c: holds; vaspace.c: addresses;
+ * smallpool.c: packed small regions; launch.c:
  * footprints; copy.c: copies and sets; graph.c: captured footprints).
  *
  * One mutex, mt_pager_t.lock, guards everything here. Hooked calls take it
