@@ -805,6 +805,7 @@ int _mt_free(uintptr_t addr, mt_handle_t s, bool async) {
     return -EINVAL; /* inside our range but not an allocation: the driver's answer */
   }
   _mt_rmap_remove(p->rmap, addr, NULL);
+  fresh_unlink(p, r); /* freed before any launch: nothing can reach it */
   regions_changed(-1);
   if (async) {
     /* Stream-ordered: it is freed once the work before it on s has run. */
