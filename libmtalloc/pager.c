@@ -71,6 +71,31 @@ static void resident_changed(mt_pager_t *p) {
  * (evicted for free) or stale (its buffer reused at eviction). When the
  * host budget is short, the oldest lose their copy. */
 
+/* Level 3 (MT_CHECK_INVARIANTS): r's counters agree with its chunks, every
+ * HOST chunk has its host copy, and a chunk is in the retained list only
+ * when it is DEVICE with a host copy. */
+static void check_region(const mt_pager_t *p, const mt_region_t *r) {
+#if MT_CHECK_INVARIANTS
+  if (r->kind == REG_SMALL) return;
+  uint32_t ndev = 0, nclean = 0;
+  for (uint32_t i = 0; i < r->nchunks; i++) {
+    const mt_chunk_t *c = &r->chunks[i];
+    mt_assert(c->state == CH_NONE || c->state == CH_DEVICE || c->state == CH_HOST);
+    if (c->state == CH_DEVICE) {
+      ndev++;
+      nclean += !c->dirty;
+      mt_assert(c->dev != 0);
+    }
+    if (c->state == CH_HOST) mt_assert(c->host_addr != 0 && (c->host != 0 || !p->host_mapped));
+    if (c->state == CH_NONE) mt_assert(c->host_addr == 0);
+    mt_assert(!c->retained || (c->state == CH_DEVICE && c->host_addr != 0));
+  }
+  mt_assert(ndev == r->ndevice && nclean == r->nclean);
+#else
+  (void)p, (void)r;
+#endif
+}
+
 /* ---- host copies ------------------------------------------------------------ */
 
 static void retained_unlink(mt_chunk_t *c) {
@@ -499,6 +524,7 @@ int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len
     for (int k = 0; k < n && rc == 0 && write; k++) set_dirty(&c[k]);
     i += (size_t)n;
   }
+  check_region(p, r);
   if (t0 != 0) {
     uint64_t t1 = now_ns();
     mt_stat_add(stalls, 1);
@@ -613,6 +639,7 @@ int _mt_region_use_in_place(mt_pager_t *p, mt_region_t *r, size_t *host_bytes) {
     if (rc == 0) *host_bytes += p->chunk;
   }
   r->hostuse = true;
+  check_region(p, r);
   return rc;
 }
 
