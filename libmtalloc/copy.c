@@ -4,14 +4,17 @@
  * A copy into or out of a region is cut into pieces that never cross a
  * chunk boundary on either side; each piece's chunks are made resident and
  * the piece forwarded before the next, so a copy of any size goes through a
- * budget of two chunks. A piece that overwrites a whole chunk does not
- * fetch its old contents. Pieces hold their regions until the stream they
- * run on passes them: asynchronous ones, and also the synchronous forms
- * that may return before the GPU is done (the driver's API synchronisation
- * rules: device-to-device and pageable host-to-device copies, and every
- * memset of device memory), which run on the legacy default stream, or the
- * calling thread's per-thread one for the _ptds forms. Only copies out of
- * regions to the host are complete when the call returns.
+ * budget of two chunks. Only the piece's own chunks are protected from
+ * eviction while it is prepared (_mt_range_protect), not their regions: a
+ * region larger than the budget is copied through it chunk by chunk. A
+ * piece that overwrites a whole chunk does not fetch its old contents.
+ * Pieces hold their regions until the stream they run on passes them:
+ * asynchronous ones, and also the synchronous forms that may return before
+ * the GPU is done (the driver's API synchronisation rules: device-to-device
+ * and pageable host-to-device copies, and every memset of device memory),
+ * which run on the legacy default stream, or the calling thread's
+ * per-thread one for the _ptds forms. Only copies out of regions to the
+ * host are complete when the call returns.
  *
  * A copy or set issued on a capturing stream runs at each launch of the
  * graph, not now: its regions join the capture's footprint (graph.c), and
@@ -104,11 +107,12 @@ int _mt_copy(uintptr_t dst, uintptr_t src, size_t n, mt_handle_t s, bool async, 
     mt_region_t *rd = _mt_region_of(p, dst), *rs = _mt_region_of(p, src);
     size_t piece = piece_limit(p, rd, dst, n);
     piece = piece_limit(p, rs, src, piece);
-    if (rd) rd->epoch = p->epoch;
-    if (rs) rs->epoch = p->epoch;
+    _mt_range_protect(p, rd, dst, piece);
+    _mt_range_protect(p, rs, src, piece);
     if (rd) rc = _mt_range_resident(p, rd, dst, piece, s, true, true);
     if (rs && rc == 0) rc = _mt_range_resident(p, rs, src, piece, s, false, false);
     if (rc == 0) rc = _mt_fetch_fence(p, s);
+    else _mt_fetch_flush(p); /* what was fetched is DEVICE: its copies must run */
     if (rc == 0) rc = fwd(ctx, dst, src, piece);
     if (rc == 0 && si != 0) {
       uint64_t seq = _mt_stream_next(p, si);
@@ -146,10 +150,11 @@ int _mt_memset(uintptr_t dst, size_t n, size_t elsize, mt_handle_t s, bool async
     piece -= piece % elsize;
     if (piece == 0) piece = n; /* misaligned tail: let the driver judge it */
     if (rd) {
-      rd->epoch = p->epoch;
+      _mt_range_protect(p, rd, dst, piece);
       rc = _mt_range_resident(p, rd, dst, piece, s, true, true);
     }
     if (rc == 0) rc = _mt_fetch_fence(p, s);
+    else _mt_fetch_flush(p);
     if (rc == 0) rc = fwd(ctx, dst, 0, piece);
     if (rc == 0 && si != 0 && rd) _mt_region_hold(p, rd, si, _mt_stream_next(p, si));
     dst += piece;

@@ -26,6 +26,9 @@ typedef struct mt_device_info {
   size_t free_bytes;      /* free at open */
   size_t granularity;     /* mapping granularity (2 MiB on current GPUs) */
   bool host_mappable;     /* physical host memory can be mapped at a device address */
+  bool models_host_reach; /* no memory behind addresses (virtual clock): a kernel reaching
+                           * host copies is modelled, with no mapping, when the pager's
+                           * host_map option is on */
   int host_numa_node;     /* the GPU's NUMA node, or -1 */
   int ordinal;            /* the device's ordinal (CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) */
   uint64_t ctx;           /* the context the pager works in (CUcontext); 0 = none */
@@ -41,8 +44,12 @@ typedef struct mt_device_ops {
   /* Physical memory of one chunk, on the device or (host_mappable) on the host. */
   int (*phys_create)(mt_device_t *d, size_t size, bool on_host, mt_handle_t *h);
   void (*phys_release)(mt_device_t *d, mt_handle_t h);
-  /* Map h at va (whole size) with read/write access for the device; unmap. */
-  int (*map)(mt_device_t *d, uintptr_t va, size_t size, mt_handle_t h);
+  /* Map size bytes of h, from byte offset off, at va (no access yet). */
+  int (*map)(mt_device_t *d, uintptr_t va, size_t size, mt_handle_t h, size_t off);
+  /* Read/write access for the device to [va, va+size), which may span
+   * several mappings: one call for a run of chunks mapped one by one. */
+  int (*set_access)(mt_device_t *d, uintptr_t va, size_t size);
+  /* Unmap [va, va+size): whole mappings, possibly several adjacent ones. */
   int (*unmap)(mt_device_t *d, uintptr_t va, size_t size);
   /* Pinned host buffers for devices without host mappings. */
   int (*host_alloc)(mt_device_t *d, size_t size, void **p);
@@ -61,6 +68,11 @@ typedef struct mt_device_ops {
   int (*stream_wait)(mt_device_t *d, mt_handle_t s, mt_handle_t e);
   /* 1 when s is capturing into a graph (no work runs), 0 otherwise. */
   int (*stream_capturing)(mt_device_t *d, mt_handle_t s);
+  /* Optional (NULL: nothing to do). The next kernel issued on s reaches
+   * bytes of host memory through host mappings: a real device just runs it
+   * slower; the virtual clock adds the time those bytes take on the host
+   * link. */
+  void (*kernel_host_bytes)(mt_device_t *d, mt_handle_t s, size_t bytes);
 } mt_device_ops_t;
 
 struct mt_device {

@@ -83,18 +83,18 @@ static void cd_phys_release(mt_device_t *d, mt_handle_t h) {
   if (rc != CUDA_SUCCESS) fail("cuMemRelease", rc);
 }
 
-static int cd_map(mt_device_t *d, uintptr_t va, size_t size, mt_handle_t h) {
-  CALL("cuMemMap", CD(d)->drv->cuMemMap((CUdeviceptr)va, size, 0, (CUmemGenericAllocationHandle)h, 0));
+static int cd_map(mt_device_t *d, uintptr_t va, size_t size, mt_handle_t h, size_t off) {
+  CALL("cuMemMap", CD(d)->drv->cuMemMap((CUdeviceptr)va, size, off, (CUmemGenericAllocationHandle)h, 0));
+  return 0;
+}
+
+static int cd_set_access(mt_device_t *d, uintptr_t va, size_t size) {
   CUmemAccessDesc acc;
   memset(&acc, 0, sizeof(acc));
   acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   acc.location.id = CD(d)->dev;
   acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  CUresult rc = CD(d)->drv->cuMemSetAccess((CUdeviceptr)va, size, &acc, 1);
-  if (rc != CUDA_SUCCESS) {
-    CD(d)->drv->cuMemUnmap((CUdeviceptr)va, size);
-    return fail("cuMemSetAccess", rc);
-  }
+  CALL("cuMemSetAccess", CD(d)->drv->cuMemSetAccess((CUdeviceptr)va, size, &acc, 1));
   return 0;
 }
 
@@ -170,6 +170,7 @@ static const mt_device_ops_t cuda_ops = {
   .phys_create = cd_phys_create,
   .phys_release = cd_phys_release,
   .map = cd_map,
+  .set_access = cd_set_access,
   .unmap = cd_unmap,
   .host_alloc = cd_host_alloc,
   .host_free = cd_host_free,

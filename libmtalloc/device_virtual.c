@@ -10,6 +10,12 @@
  * there. A stream that waits for an event cannot start its next work
  * before the event's time.
  *
+ * Host-mapped launches (a footprint larger than the budget, launch.c):
+ * the device says it models host reach, so the pager runs them as it would
+ * with host mappings, without mapping anything; the bytes the kernel
+ * reaches in host memory cross the host-to-device link while it runs, so
+ * the kernel takes bytes / h2d bandwidth longer and holds that link.
+ *
  * Threading: none; replay is single-threaded.
  */
 #include <errno.h>
@@ -35,6 +41,7 @@ typedef struct vdev {
   uint64_t *event_ns;        /* per event */
   size_t nevents;
   uint64_t dev_bytes;
+  uint64_t host_pending;     /* bytes the next kernel reaches in host memory */
   mt_vdev_totals_t t;
 } vdev_t;
 
@@ -90,8 +97,13 @@ static void vd_phys_release(mt_device_t *d, mt_handle_t h) {
   v->dev_bytes -= size;
 }
 
-static int vd_map(mt_device_t *d, uintptr_t va, size_t size, mt_handle_t h) {
-  (void)d, (void)va, (void)size, (void)h;
+static int vd_map(mt_device_t *d, uintptr_t va, size_t size, mt_handle_t h, size_t off) {
+  (void)d, (void)va, (void)size, (void)h, (void)off;
+  return 0;
+}
+
+static int vd_set_access(mt_device_t *d, uintptr_t va, size_t size) {
+  (void)d, (void)va, (void)size;
   return 0;
 }
 
@@ -196,12 +208,21 @@ static int vd_stream_capturing(mt_device_t *d, mt_handle_t s) {
   return 0;
 }
 
+/* The next kernel reaches bytes of host memory through host mappings:
+ * they cross the host link while it runs (_mt_vdev_kernel). Replay issues
+ * one kernel at a time, so one pending count is enough. */
+static void vd_kernel_host_bytes(mt_device_t *d, mt_handle_t s, size_t bytes) {
+  (void)s;
+  V(d)->host_pending += bytes;
+}
+
 static const mt_device_ops_t vdev_ops = {
   .reserve = vd_reserve,
   .unreserve = vd_unreserve,
   .phys_create = vd_phys_create,
   .phys_release = vd_phys_release,
   .map = vd_map,
+  .set_access = vd_set_access,
   .unmap = vd_unmap,
   .host_alloc = vd_host_alloc,
   .host_free = vd_host_free,
@@ -214,6 +235,7 @@ static const mt_device_ops_t vdev_ops = {
   .event_sync = vd_event_sync,
   .stream_wait = vd_stream_wait,
   .stream_capturing = vd_stream_capturing,
+  .kernel_host_bytes = vd_kernel_host_bytes,
 };
 
 mt_device_t *_mt_vdev_new(const mt_vdev_config_t *cfg) {
@@ -229,6 +251,7 @@ mt_device_t *_mt_vdev_new(const mt_vdev_config_t *cfg) {
   in->free_bytes = cfg->gpu_mem;
   in->granularity = (size_t)2 << 20;
   in->host_mappable = false; /* host copies in host memory: copies are classified by range */
+  in->models_host_reach = true;
   in->host_numa_node = -1;
   strcpy(in->name, "virtual clock");
   return &v->base;
@@ -246,6 +269,16 @@ int _mt_vdev_kernel(mt_device_t *d, mt_handle_t s, uint64_t dur_ns) {
   uint64_t *sn = stream_slot(v, s);
   if (sn == NULL) return -ENOMEM;
   uint64_t start = *sn > v->host_ns ? *sn : v->host_ns;
+  if (v->host_pending > 0) {
+    /* Host-mapped bytes cross the host-to-device link during the kernel:
+     * it lasts that much longer, and holds the link until it ends. */
+    if (v->link_ns[0] > start) start = v->link_ns[0];
+    dur_ns += (uint64_t)((double)v->host_pending / v->cfg.h2d_bw * 1e9);
+    v->t.host_mapped_bytes += v->host_pending;
+    v->t.host_mapped_kernels++;
+    v->host_pending = 0;
+    v->link_ns[0] = start + dur_ns;
+  }
   *sn = start + dur_ns;
   v->t.kernels++;
   v->t.kernel_ns += dur_ns;

@@ -29,12 +29,16 @@ typedef struct mt_vdev_totals {
   uint64_t kernels;
   uint64_t kernel_ns;     /* sum of kernel run times */
   uint64_t device_peak;   /* device bytes created at once, at most */
+  uint64_t host_mapped_kernels; /* kernels that reached host memory (host-mapped launches) */
+  uint64_t host_mapped_bytes;   /* bytes they reached there, over the h2d link */
 } mt_vdev_totals_t;
 
 mt_device_t *_mt_vdev_new(const mt_vdev_config_t *cfg);
 void _mt_vdev_free(mt_device_t *d);
 /* Runs a kernel of dur_ns on stream s: it starts when the stream is free
- * and the host has issued it. Returns 0. */
+ * and the host has issued it; when the pager said it reaches host memory
+ * (kernel_host_bytes), also when the h2d link is free, and it lasts the
+ * time those bytes take on the link longer. Returns 0. */
 int _mt_vdev_kernel(mt_device_t *d, mt_handle_t s, uint64_t dur_ns);
 /* When the application's streams (0..63) have finished all issued work. */
 uint64_t _mt_vdev_app_time(mt_device_t *d);

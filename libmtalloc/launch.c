@@ -31,9 +31,6 @@
 
 #include "hash.h"
 
-/* The name messages use; layout.c knows whether f is a function or a kernel. */
-static const char *kernel_name(CUfunction f) { return _mt_layout_name(f); }
-
 typedef struct footprint {
   mt_region_t **r;
   size_t n, cap;
@@ -132,25 +129,69 @@ static void trace_launch(mt_pager_t *p, const footprint_t *fp, CUfunction f, con
   if (sp != stackspans) free(sp);
 }
 
+/* A footprint larger than what the budget leaves (budget less pinned
+ * memory) runs host-mapped where kernels can reach host copies: as much of
+ * it as fits is made resident, the rest is used where it lies, in host
+ * memory reached through the host mappings (slow, not wrong). What is
+ * already on the device is counted first, so every region chosen for
+ * residency fits beside it; then regions are taken in footprint order while
+ * they fit. Without host mappings such a launch fails, naming the kernel. */
+static unsigned oversize_warnings;
+#define OVERSIZE_WARNINGS_MAX 16 /* then at MT_VERBOSE=2 only */
+
 static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle_t s, mt_forward_fn fwd,
                          void *ctx, const char *what, const char *name) {
   size_t need = fp->need;
-  if (need + p->pinned > p->budget) {
+  const char *kn = f && name ? name : ""; /* the kernel's name, cached with its layout */
+  size_t room = p->budget > p->pinned ? p->budget - p->pinned : 0;
+  bool over = need > room;
+  if (over && !p->host_reach) {
     mt_error("%s%s%s needs %zu bytes resident at once (%zu buffers), more than MT_MAX_VRAM=%zu "
-             "leaves after %zu bytes that stay on the device; raise MT_MAX_VRAM or split the work",
-             what, f ? " " : "", f ? kernel_name(f) : "", need, fp->n, p->budget, p->pinned);
+             "leaves after %zu bytes that stay on the device; raise MT_MAX_VRAM or split the work "
+             "(with host mappings, MT_HOST_MAP=auto on a driver that has them, it would run "
+             "with the rest in host memory)",
+             what, *kn ? " " : "", kn, need, fp->n, p->budget, p->pinned);
     return -E2BIG;
   }
-  for (size_t i = 0; i < fp->n && fp->cold > 0; i++) {
-    if (_mt_region_hot(p, fp->r[i], true)) continue;
-    int rc = _mt_region_resident(p, fp->r[i], s, true);
+  size_t placed = 0, host_bytes = 0;
+  if (over)
+    for (size_t i = 0; i < fp->n; i++)
+      if (_mt_region_bytes(p, fp->r[i]) > 0) placed += (size_t)fp->r[i]->ndevice * p->chunk;
+  for (size_t i = 0; i < fp->n && (fp->cold > 0 || over); i++) {
+    mt_region_t *r = fp->r[i];
+    if (_mt_region_hot(p, r, true)) continue;
+    int rc;
+    size_t extra = _mt_region_bytes(p, r) > 0 ? (size_t)(r->nchunks - r->ndevice) * p->chunk : 0;
+    if (!over || placed + extra <= room) {
+      placed += extra;
+      rc = _mt_region_resident(p, r, s, true);
+    } else {
+      rc = _mt_region_use_in_place(p, r, &host_bytes);
+    }
     if (rc < 0) {
+      _mt_fetch_flush(p); /* what was fetched so far is DEVICE: its copies must run */
       if (rc == -E2BIG)
         mt_error("%s%s%s: could not make its %zu bytes resident within MT_MAX_VRAM=%zu (the rest "
-                 "is held by work in flight)", what, f ? " " : "", f ? kernel_name(f) : "", need, p->budget);
+                 "is held by work in flight)", what, *kn ? " " : "", kn, need, p->budget);
+      else if (rc == -ENOMEM && over)
+        mt_error("%s%s%s needs %zu bytes at once, more than MT_MAX_VRAM=%zu, and host memory for "
+                 "the rest is full (MT_MAX_HOST=%zu): raise MT_MAX_HOST or MT_MAX_VRAM",
+                 what, *kn ? " " : "", kn, need, p->budget, p->host_budget);
       return rc;
     }
   }
+  if (over) {
+    mt_stat_add(launches_host_mapped, 1);
+    mt_stat_add(host_mapped_bytes, host_bytes);
+    mt_log_level_t level = oversize_warnings < OVERSIZE_WARNINGS_MAX ? MT_LOG_WARN : MT_LOG_INFO;
+    if (level == MT_LOG_WARN) oversize_warnings++;
+    _mt_log(level, "%s%s%s needs %zu bytes resident at once (%zu buffers), more than MT_MAX_VRAM=%zu "
+           "leaves after %zu bytes that stay on the device; it runs with %zu bytes in host memory, "
+           "reached through host mappings (slow, not wrong; counted in launches_host_mapped)",
+           what, *kn ? " " : "", kn, need, fp->n, p->budget, p->pinned, host_bytes);
+    if (host_bytes > 0 && p->dev->ops->kernel_host_bytes) p->dev->ops->kernel_host_bytes(p->dev, s, host_bytes);
+  }
+  _mt_back_fresh(p);
   int rc = _mt_fetch_fence(p, s);
   if (rc < 0) return rc;
   rc = fwd(ctx);

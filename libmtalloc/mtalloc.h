@@ -60,6 +60,10 @@ MT_API void mt_show_config(void);
  *   allocs, frees             allocations and frees served
  *   regions_live, regions_peak
  *   escaped_regions           regions pinned because their address was copied to the device
+ *   launches_host_mapped      launches (and graph launches) whose footprint exceeded the
+ *                             budget and ran with part of it in host memory, reached
+ *                             through host mappings
+ *   host_mapped_bytes         bytes those launches reached in host memory (whole chunks)
  *   host_mapped               1 when evicted chunks stay mapped to host memory
  *   calls                     object: per hooked driver symbol, calls by route
  *                             {"direct": n, "dlsym": n, "procaddr": n}; only symbols called

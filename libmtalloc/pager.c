@@ -3,7 +3,11 @@
  *
  * Every paged region is cut into chunks of MT_CHUNK bytes (at least the
  * driver's mapping granularity). A chunk is
- *   NONE    never touched: no memory anywhere (what cudaMalloc gives back);
+ *   NONE    never touched: no memory anywhere (what cudaMalloc gives back).
+ *           With host mappings a chunk stays NONE only until the next launch
+ *           is forwarded (_mt_back_fresh): then it gets a private host copy
+ *           mapped at its address and is HOST, so that a kernel reaching it
+ *           through a pointer no scan saw is slow, not wrong;
  *   DEVICE  device physical memory mapped at its address; `dirty` when the
  *           device copy is newer than the host copy (or there is none);
  *   HOST    its data lives only in its host copy; with host mappings the
@@ -22,6 +26,12 @@
  * Moves: evictions are batched (all copies issued on the d2h stream, one
  * wait, then unmaps); fetches are issued on the h2d stream and the
  * application's stream waits for them with an event, never the host.
+ * Physical memory comes from pools (physpool.c): a move creates and
+ * releases nothing. Mapping changes go by runs of adjacent chunks: a
+ * fetched run costs one cuMemMap per chunk (each has its own handle), one
+ * cuMemSetAccess and, with host mappings, one cuMemUnmap of the host
+ * mappings; an evicted run one cuMemUnmap and, with host mappings, one
+ * cuMemMap per chunk and one cuMemSetAccess (tests/pager oversize moves).
  *
  * Threading: everything under p->lock (see pager_internal.h).
  */
@@ -61,6 +71,31 @@ static void resident_changed(mt_pager_t *p) {
  * (evicted for free) or stale (its buffer reused at eviction). When the
  * host budget is short, the oldest lose their copy. */
 
+/* Level 3 (MT_CHECK_INVARIANTS): r's counters agree with its chunks, every
+ * HOST chunk has its host copy, and a chunk is in the retained list only
+ * when it is DEVICE with a host copy. */
+static void check_region(const mt_pager_t *p, const mt_region_t *r) {
+#if MT_CHECK_INVARIANTS
+  if (r->kind == REG_SMALL) return;
+  uint32_t ndev = 0, nclean = 0;
+  for (uint32_t i = 0; i < r->nchunks; i++) {
+    const mt_chunk_t *c = &r->chunks[i];
+    mt_assert(c->state == CH_NONE || c->state == CH_DEVICE || c->state == CH_HOST);
+    if (c->state == CH_DEVICE) {
+      ndev++;
+      nclean += !c->dirty;
+      mt_assert(c->dev != 0);
+    }
+    if (c->state == CH_HOST) mt_assert(c->host_addr != 0 && (c->host != 0 || !p->host_mapped));
+    if (c->state == CH_NONE) mt_assert(c->host_addr == 0);
+    mt_assert(!c->retained || (c->state == CH_DEVICE && c->host_addr != 0));
+  }
+  mt_assert(ndev == r->ndevice && nclean == r->nclean);
+#else
+  (void)p, (void)r;
+#endif
+}
+
 /* ---- host copies ------------------------------------------------------------ */
 
 static void retained_unlink(mt_chunk_t *c) {
@@ -79,25 +114,35 @@ static void retained_link(mt_pager_t *p, mt_chunk_t *c) {
   c->retained = true;
 }
 
+/* Gives c's host copy back to the pool; c must not be HOST (its address
+ * would still map the slot). No driver call. */
 static void host_release(mt_pager_t *p, mt_chunk_t *c) {
   if (c->host_addr == 0) return;
   retained_unlink(c);
-  if (p->host_mapped) {
-    p->dev->ops->unmap(p->dev, c->host_addr, p->chunk);
-    p->dev->ops->phys_release(p->dev, c->host);
-    _mt_va_free(&p->win, c->host_addr, 1, p->chunk);
-  } else {
-    p->dev->ops->host_free(p->dev, (void *)c->host_addr);
-  }
+  mt_host_slot_t sl = {c->host, c->host_off, c->host_addr};
+  _mt_pool_host_put(p, &sl);
   c->host = 0;
+  c->host_off = 0;
   c->host_addr = 0;
   p->host_used -= p->chunk;
 }
 
-/* Gives c a host copy (contents undefined). When the host budget is full,
- * drops the host copies that device chunks keep (they become dirty). */
+/* Gives c a host copy (contents undefined) from the pool. When the host
+ * budget is full, drops the host copies that device chunks keep (they
+ * become dirty). */
 static int host_get(mt_pager_t *p, mt_chunk_t *c) {
   if (c->host_addr != 0) return 0;
+  if (p->host_used + p->chunk > p->host_budget && p->retained.rprev != &p->retained && p->h2d_unsynced) {
+    /* A retained copy may be the source of a fetch still on the h2d
+     * stream; its slot goes back to the pool and is written at once by the
+     * eviction that asked for it: the fetches must be done first. The host
+     * waits, only when the host budget is full. */
+    int rc = _mt_fetch_flush(p);
+    if (rc == 0) rc = p->dev->ops->event_record(p->dev, p->ev_h2d, p->h2d);
+    if (rc == 0) rc = p->dev->ops->event_sync(p->dev, p->ev_h2d);
+    if (rc < 0) return rc;
+    p->h2d_unsynced = false;
+  }
   while (p->host_used + p->chunk > p->host_budget && p->retained.rprev != &p->retained) {
     mt_chunk_t *old = p->retained.rprev; /* the oldest retained copy */
     host_release(p, old);
@@ -108,27 +153,12 @@ static int host_get(mt_pager_t *p, mt_chunk_t *c) {
              "(raise MT_MAX_HOST, or lower the model's memory)", p->host_budget, p->chunk);
     return -ENOMEM;
   }
-  int rc;
-  if (p->host_mapped) {
-    uintptr_t w;
-    if ((rc = _mt_va_alloc(&p->win, 1, p->chunk, &w)) < 0) return rc;
-    mt_handle_t h;
-    if ((rc = p->dev->ops->phys_create(p->dev, p->chunk, true, &h)) < 0) {
-      _mt_va_free(&p->win, w, 1, p->chunk);
-      return rc;
-    }
-    if ((rc = p->dev->ops->map(p->dev, w, p->chunk, h)) < 0) {
-      p->dev->ops->phys_release(p->dev, h);
-      _mt_va_free(&p->win, w, 1, p->chunk);
-      return rc;
-    }
-    c->host = h;
-    c->host_addr = w;
-  } else {
-    void *hp;
-    if ((rc = p->dev->ops->host_alloc(p->dev, p->chunk, &hp)) < 0) return rc;
-    c->host_addr = (uintptr_t)hp;
-  }
+  mt_host_slot_t sl;
+  int rc = _mt_pool_host_get(p, &sl);
+  if (rc < 0) return rc;
+  c->host = sl.h;
+  c->host_off = sl.off;
+  c->host_addr = sl.addr;
   p->host_used += p->chunk;
   return 0;
 }
@@ -153,7 +183,7 @@ static bool eligible(mt_policy_node_t *n, void *arg) {
   victim_ctx_t *v = arg;
   mt_chunk_t *c = container_of_chunk(n);
   mt_region_t *r = c->region;
-  if (r->escaped || r->epoch == v->p->epoch) return false;
+  if (r->escaped || r->epoch == v->p->epoch || c->epoch == v->p->epoch) return false;
   /* During a capture no copy may be waited for (graph.c): clean chunks only. */
   if (_mt_capture_active(v->p) && (c->dirty || c->host_addr == 0)) return false;
   if (v->wait) return true;
@@ -161,6 +191,29 @@ static bool eligible(mt_policy_node_t *n, void *arg) {
 }
 
 #define EVICT_BATCH 32
+
+static uintptr_t chunk_va(const mt_pager_t *p, const mt_chunk_t *c) {
+  return c->region->addr + (uintptr_t)c->index * p->chunk;
+}
+
+/* b lies above c (regions do not overlap, so (addr, index) orders them). */
+static bool chunk_va_less(const mt_chunk_t *b, const mt_chunk_t *c) {
+  return b->region->addr > c->region->addr || (b->region->addr == c->region->addr && b->index > c->index);
+}
+
+/* Insertion sort by address (region, then chunk index): batches are at
+ * most EVICT_BATCH long. */
+static void sort_by_va(mt_chunk_t **b, int n) {
+  for (int i = 1; i < n; i++) {
+    mt_chunk_t *c = b[i];
+    int j = i;
+    while (j > 0 && chunk_va_less(b[j - 1], c)) {
+      b[j] = b[j - 1];
+      j--;
+    }
+    b[j] = c;
+  }
+}
 
 /* Frees device memory until `need` more bytes fit in the budget. Chunks of
  * regions in the current epoch (the operation being prepared) are never
@@ -215,14 +268,30 @@ static int make_room(mt_pager_t *p, size_t need) {
       for (int i = 0; i < n; i++) p->pol_ops->insert(p->pol, &batch[i]->node);
       return rc;
     }
+    /* Mapping changes by runs of adjacent victims: one unmap per run, the
+     * device memory back to the pool (no release), each host copy mapped
+     * at its chunk (each is its own slot), one set_access per run. */
+    sort_by_va(batch, n);
+    for (int i = 0; i < n;) {
+      int j = i + 1;
+      while (j < n && chunk_va(p, batch[j]) == chunk_va(p, batch[j - 1]) + p->chunk) j++;
+      uintptr_t va0 = chunk_va(p, batch[i]);
+      p->dev->ops->unmap(p->dev, va0, (size_t)(j - i) * p->chunk);
+      bool mapped = true;
+      for (int k = i; k < j; k++) {
+        mt_chunk_t *c = batch[k];
+        p->used -= p->chunk;
+        _mt_pool_dev_put(p, c->dev);
+        c->dev = 0;
+        retained_unlink(c);
+        if (p->host_mapped && p->dev->ops->map(p->dev, chunk_va(p, c), p->chunk, c->host, c->host_off) < 0)
+          mapped = false; /* logged; the chunk is unmapped, as with MT_HOST_MAP=off */
+      }
+      if (p->host_mapped && mapped) p->dev->ops->set_access(p->dev, va0, (size_t)(j - i) * p->chunk);
+      i = j;
+    }
     for (int i = 0; i < n; i++) {
       mt_chunk_t *c = batch[i];
-      uintptr_t va = c->region->addr + (uintptr_t)c->index * p->chunk;
-      p->dev->ops->unmap(p->dev, va, p->chunk);
-      p->dev->ops->phys_release(p->dev, c->dev);
-      c->dev = 0;
-      retained_unlink(c);
-      if (p->host_mapped) p->dev->ops->map(p->dev, va, p->chunk, c->host);
       if (_mt_trace_on()) {
         _mt_trace_move(MT_TR_EVICT, c->region->id, c->index, MT_TIER_GPU, MT_TIER_HOST, c->dirty, false, p->chunk);
         if (c->dirty) _mt_trace_copy(MT_TR_D2H, true, 0, p->chunk, t0, _mt_trace_now());
@@ -237,14 +306,21 @@ static int make_room(mt_pager_t *p, size_t need) {
       c->dirty = false;
       c->state = CH_HOST;
       c->region->ndevice--;
-      p->used -= p->chunk;
     }
     resident_changed(p);
+    _mt_pool_check(p);
   }
   return 0;
 }
 
 int _mt_pager_reserve_pinned(mt_pager_t *p, size_t bytes) {
+  if (_mt_held_bytes(p) + bytes > _mt_capacity(p)) {
+    mt_error("out of memory: a %zu-byte slab for small allocations does not fit: %zu bytes "
+             "already allocated; MT_MAX_VRAM=%zu plus MT_MAX_HOST=%zu, less one chunk kept "
+             "for swapping, is all mtalloc can hold (raise MT_MAX_HOST)", bytes,
+             _mt_held_bytes(p), p->budget, p->host_budget);
+    return -ENOMEM;
+  }
   if (p->pinned + bytes > p->budget) {
     mt_error("memory that must stay on the device (small allocations and escaped buffers) "
              "would exceed MT_MAX_VRAM=%zu", p->budget);
@@ -260,14 +336,12 @@ int _mt_pager_reserve_pinned(mt_pager_t *p, size_t bytes) {
 
 /* ---- fetch ---------------------------------------------------------------------- */
 
-/* Device memory for c, mapped at its address (contents: what it had, when
- * fetch is true, else undefined). */
-static int chunk_to_device(mt_pager_t *p, mt_chunk_t *c, bool fetch) {
-  int rc = make_room(p, p->chunk);
-  if (rc < 0) return rc;
-  mt_handle_t h;
+/* A device handle for a chunk about to be fetched, `left` chunks of the
+ * run still to come (this one included). */
+static int dev_handle(mt_pager_t *p, size_t left, mt_handle_t *h) {
+  int rc;
   for (int tries = 0;; tries++) {
-    rc = p->dev->ops->phys_create(p->dev, p->chunk, false, &h);
+    rc = _mt_pool_dev_get(p, h);
     if (rc != -ENOMEM || tries == 3) break;
     /* Someone else holds device memory the budget assumed free: shrink. */
     size_t shrink = p->used > p->chunk * 8 ? p->chunk * 8 : p->used;
@@ -275,54 +349,148 @@ static int chunk_to_device(mt_pager_t *p, mt_chunk_t *c, bool fetch) {
     mt_warn("the device has less free memory than MT_MAX_VRAM assumed; lowering the budget "
             "from %zu to %zu bytes", p->budget, p->budget - shrink);
     p->budget -= shrink;
-    if ((rc = make_room(p, p->chunk)) < 0) return rc;
+    _mt_pool_dev_trim(p);
+    if ((rc = make_room(p, left * p->chunk)) < 0) return rc;
   }
+  return rc;
+}
+
+/* Maps their host copies back at HOST chunks [k, n) of the run at va0 (device
+ * memory there was unmapped): the undo of a failed fetch. */
+static void remap_host(mt_pager_t *p, mt_chunk_t *cs, int k, int n, uintptr_t va0) {
+  if (!p->host_mapped) return;
+  for (int i = k; i < n; i++) {
+    if (cs[i].state != CH_HOST) continue;
+    uintptr_t va = va0 + (uintptr_t)i * p->chunk;
+    if (p->dev->ops->map(p->dev, va, p->chunk, cs[i].host, cs[i].host_off) == 0)
+      p->dev->ops->set_access(p->dev, va, p->chunk);
+  }
+}
+
+/* Device memory for the n adjacent chunks cs[0..n) of one region (none of
+ * them DEVICE, n <= EVICT_BATCH), mapped at their addresses; contents:
+ * what each had when fetch[i], else undefined. Mapping changes are batched:
+ * one unmap per run of host-mapped chunks, one map per chunk (each has its
+ * own handle), one set_access for the run; physical memory comes from the
+ * pool. Returns 0 or -errno; on error the chunks not moved are as before. */
+static int run_to_device(mt_pager_t *p, mt_chunk_t *cs, int n, const bool *fetch) {
+  mt_region_t *r = cs[0].region;
+  uintptr_t va0 = chunk_va(p, &cs[0]);
+  if (r->hostuse) {
+    /* Work in flight may still read and write the host copies through
+     * their mappings: the copies must not start, nor the mappings change,
+     * before it has finished. The host waits: this is the slow path of
+     * launches larger than the budget. */
+    if (region_held(p, r, true)) return -EIO;
+    r->hostuse = false;
+  }
+  int rc = make_room(p, (size_t)n * p->chunk);
   if (rc < 0) return rc;
-  uintptr_t va = c->region->addr + (uintptr_t)c->index * p->chunk;
-  if (c->state == CH_HOST && p->host_mapped) p->dev->ops->unmap(p->dev, va, p->chunk);
-  if ((rc = p->dev->ops->map(p->dev, va, p->chunk, h)) < 0) {
-    if (c->state == CH_HOST && p->host_mapped) p->dev->ops->map(p->dev, va, p->chunk, c->host);
-    p->dev->ops->phys_release(p->dev, h);
-    return rc;
-  }
-  if (c->state == CH_HOST && fetch) {
-    rc = p->dev->ops->copy(p->dev, va, c->host_addr, p->chunk, p->h2d);
-    if (rc < 0) { /* undo: the host copy stays authoritative */
-      p->dev->ops->unmap(p->dev, va, p->chunk);
-      p->dev->ops->phys_release(p->dev, h);
-      if (p->host_mapped) p->dev->ops->map(p->dev, va, p->chunk, c->host);
+  mt_handle_t h[EVICT_BATCH];
+  for (int i = 0; i < n; i++) {
+    if ((rc = dev_handle(p, (size_t)(n - i), &h[i])) < 0) {
+      while (i-- > 0) _mt_pool_dev_put(p, h[i]);
       return rc;
     }
-    p->fetch_pending = true;
-    mt_stat_add(fetches, 1);
-    mt_stat_add(bytes_h2d, p->chunk);
-    if (_mt_trace_on()) {
-      uint64_t t = _mt_trace_now(); /* issued now; the copy stream runs it */
-      _mt_trace_move(MT_TR_FETCH, c->region->id, c->index, MT_TIER_HOST, MT_TIER_GPU, false, false, p->chunk);
-      _mt_trace_copy(MT_TR_H2D, true, 0, p->chunk, t, t);
-    }
-    c->dirty = false;
-    c->region->nclean++;
-    retained_link(p, c);
-  } else {
-    c->dirty = true; /* new contents will be written; a host copy is stale but kept for reuse */
-    if (c->host_addr != 0) retained_link(p, c);
   }
-  c->dev = h;
-  c->state = CH_DEVICE;
-  c->region->ndevice++;
-  p->used += p->chunk;
+  if (p->host_mapped) {
+    for (int i = 0; i < n;) {
+      if (cs[i].state != CH_HOST) {
+        i++;
+        continue;
+      }
+      int j = i + 1;
+      while (j < n && cs[j].state == CH_HOST) j++;
+      p->dev->ops->unmap(p->dev, va0 + (uintptr_t)i * p->chunk, (size_t)(j - i) * p->chunk);
+      i = j;
+    }
+  }
+  int mapped = 0;
+  for (; mapped < n && rc == 0; mapped++)
+    rc = p->dev->ops->map(p->dev, va0 + (uintptr_t)mapped * p->chunk, p->chunk, h[mapped], 0);
+  if (rc < 0) mapped--;
+  if (rc == 0) rc = p->dev->ops->set_access(p->dev, va0, (size_t)n * p->chunk);
+  if (rc < 0) {
+    if (mapped > 0) p->dev->ops->unmap(p->dev, va0, (size_t)mapped * p->chunk);
+    for (int i = 0; i < n; i++) _mt_pool_dev_put(p, h[i]);
+    remap_host(p, cs, 0, n, va0);
+    return rc;
+  }
+  for (int i = 0; i < n; i++) {
+    mt_chunk_t *c = &cs[i];
+    uintptr_t va = va0 + (uintptr_t)i * p->chunk;
+    if (c->state == CH_HOST && fetch[i]) {
+      if (p->ndefer == p->cap_defer) {
+        size_t cap = p->cap_defer ? p->cap_defer * 2 : 64;
+        struct mt_deferred_copy *nd = realloc(p->defer, cap * sizeof(*nd));
+        if (nd != NULL) {
+          p->defer = nd;
+          p->cap_defer = cap;
+        }
+      }
+      if (p->ndefer < p->cap_defer) {
+        p->defer[p->ndefer++] = (struct mt_deferred_copy){va, c->host_addr};
+      } else if ((rc = p->dev->ops->copy(p->dev, va, c->host_addr, p->chunk, p->h2d)) < 0) {
+        /* no memory to defer it, and the copy failed: undo the rest, their
+         * host copies stay authoritative */
+        p->dev->ops->unmap(p->dev, va, (size_t)(n - i) * p->chunk);
+        for (int k = i; k < n; k++) _mt_pool_dev_put(p, h[k]);
+        remap_host(p, cs, i, n, va0);
+        break;
+      } else {
+        p->h2d_unsynced = true;
+      }
+      p->fetch_pending = true;
+      mt_stat_add(fetches, 1);
+      mt_stat_add(bytes_h2d, p->chunk);
+      if (_mt_trace_on()) {
+        uint64_t t = _mt_trace_now(); /* issued now; the copy stream runs it */
+        _mt_trace_move(MT_TR_FETCH, c->region->id, c->index, MT_TIER_HOST, MT_TIER_GPU, false, false, p->chunk);
+        _mt_trace_copy(MT_TR_H2D, true, 0, p->chunk, t, t);
+      }
+      c->dirty = false;
+      c->region->nclean++;
+      retained_link(p, c);
+    } else {
+      c->dirty = true; /* new contents will be written; a host copy is stale but kept for reuse */
+      if (c->host_addr != 0) retained_link(p, c);
+    }
+    c->dev = h[i];
+    c->state = CH_DEVICE;
+    c->region->ndevice++;
+    p->used += p->chunk;
+    p->pol_ops->insert(p->pol, &c->node);
+  }
   resident_changed(p);
-  p->pol_ops->insert(p->pol, &c->node);
-  return 0;
+  _mt_pool_check(p);
+  return rc;
+}
+
+int _mt_fetch_flush(mt_pager_t *p) {
+  int rc = 0;
+  for (size_t i = 0; i < p->ndefer && rc == 0; i++)
+    rc = p->dev->ops->copy(p->dev, p->defer[i].dst, p->defer[i].src, p->chunk, p->h2d);
+  if (p->ndefer > 0) p->h2d_unsynced = true;
+  /* A failed copy leaves a chunk DEVICE without its data: the driver's
+   * error (logged) is the operation's; the caller fails it. */
+  p->ndefer = 0;
+  return rc;
 }
 
 int _mt_fetch_fence(mt_pager_t *p, mt_handle_t s) {
+  int rc = _mt_fetch_flush(p);
+  if (rc < 0) return rc;
   if (!p->fetch_pending) return 0;
   p->fetch_pending = false;
-  int rc = p->dev->ops->event_record(p->dev, p->ev_fetch, p->h2d);
+  rc = p->dev->ops->event_record(p->dev, p->ev_fetch, p->h2d);
   if (rc == 0) rc = p->dev->ops->stream_wait(p->dev, s, p->ev_fetch);
   return rc;
+}
+
+void _mt_range_protect(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len) {
+  if (r == NULL || r->kind == REG_SMALL || len == 0) return;
+  size_t first = (addr - r->addr) / p->chunk, last = (addr + len - 1 - r->addr) / p->chunk;
+  for (size_t i = first; i <= last && i < r->nchunks; i++) r->chunks[i].epoch = p->epoch;
 }
 
 int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len, mt_handle_t s,
@@ -338,18 +506,27 @@ int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len
   size_t first = (addr - r->addr) / p->chunk, last = (addr + len - 1 - r->addr) / p->chunk;
   uint64_t t0 = 0;
   int rc = 0;
-  for (size_t i = first; i <= last && rc == 0; i++) {
+  for (size_t i = first; i <= last && rc == 0;) {
     mt_chunk_t *c = &r->chunks[i];
     if (c->state == CH_DEVICE) {
       p->pol_ops->touch(p->pol, &c->node);
-    } else {
-      if (t0 == 0) t0 = now_ns();
-      uintptr_t cs = r->addr + i * p->chunk;
-      bool whole = overwrite && addr <= cs && addr + len >= cs + p->chunk;
-      rc = chunk_to_device(p, c, !whole);
+      if (write) set_dirty(c); /* a host copy it keeps is stale now */
+      i++;
+      continue;
     }
-    if (write && rc == 0) set_dirty(c); /* a host copy it keeps is stale now */
+    /* a run of chunks not on the device: fetched together */
+    if (t0 == 0) t0 = now_ns();
+    bool fetch[EVICT_BATCH];
+    int n = 0;
+    for (; i + (size_t)n <= last && n < EVICT_BATCH && c[n].state != CH_DEVICE; n++) {
+      uintptr_t cs = r->addr + (i + (size_t)n) * p->chunk;
+      fetch[n] = !(overwrite && addr <= cs && addr + len >= cs + p->chunk);
+    }
+    rc = run_to_device(p, c, n, fetch);
+    for (int k = 0; k < n && rc == 0 && write; k++) set_dirty(&c[k]);
+    i += (size_t)n;
   }
+  check_region(p, r);
   if (t0 != 0) {
     uint64_t t1 = now_ns();
     mt_stat_add(stalls, 1);
@@ -380,6 +557,94 @@ void _mt_region_hold(mt_pager_t *p, mt_region_t *r, uint32_t si, uint64_t seq) {
   r->holds[r->nholds++] = (mt_hold_t){si, seq};
 }
 
+/* A never-touched chunk gets a host copy (contents undefined, as
+ * cudaMalloc's are), mapped at its address where host mappings are on:
+ * from then on it is HOST like an evicted chunk. */
+static int chunk_host_back(mt_pager_t *p, mt_chunk_t *c) {
+  int rc = host_get(p, c);
+  if (rc < 0) return rc;
+  if (p->host_mapped) {
+    uintptr_t va = chunk_va(p, c);
+    if ((rc = p->dev->ops->map(p->dev, va, p->chunk, c->host, c->host_off)) < 0) {
+      host_release(p, c);
+      return rc;
+    }
+    if ((rc = p->dev->ops->set_access(p->dev, va, p->chunk)) < 0) {
+      p->dev->ops->unmap(p->dev, va, p->chunk);
+      host_release(p, c);
+      return rc;
+    }
+  }
+  c->state = CH_HOST;
+  c->dirty = false;
+  return 0;
+}
+
+static void fresh_unlink(mt_pager_t *p, mt_region_t *r) {
+  if (!r->fresh) return;
+  if (r->fprev) r->fprev->fnext = r->fnext;
+  else p->fresh = r->fnext;
+  if (r->fnext) r->fnext->fprev = r->fprev;
+  r->fprev = r->fnext = NULL;
+  r->fresh = false;
+}
+
+void _mt_back_fresh(mt_pager_t *p) {
+  while (p->fresh != NULL) {
+    mt_region_t *r = p->fresh;
+    int rc = 0;
+    /* by runs of never-touched chunks: a host copy and a map each, one
+     * set_access per run */
+    for (uint32_t i = 0; i < r->nchunks && rc == 0;) {
+      if (r->chunks[i].state != CH_NONE) {
+        i++;
+        continue;
+      }
+      uint32_t j = i;
+      for (; j < r->nchunks && r->chunks[j].state == CH_NONE && rc == 0; j++) {
+        mt_chunk_t *c = &r->chunks[j];
+        if ((rc = host_get(p, c)) < 0) break;
+        if (p->host_mapped && (rc = p->dev->ops->map(p->dev, chunk_va(p, c), p->chunk, c->host, c->host_off)) < 0) {
+          host_release(p, c);
+          break;
+        }
+        c->state = CH_HOST;
+        c->dirty = false;
+      }
+      if (p->host_mapped && j > i) {
+        int ra = p->dev->ops->set_access(p->dev, r->addr + (uintptr_t)i * p->chunk, (size_t)(j - i) * p->chunk);
+        if (rc == 0) rc = ra;
+      }
+      i = j;
+    }
+    if (rc < 0 && !p->fresh_warned) {
+      p->fresh_warned = true;
+      mt_warn("no host copy for a never-touched chunk of the %zu-byte region at %#lx (%s): until "
+              "something touches it, a kernel reaching it through a pointer no launch names "
+              "faults (raise MT_MAX_HOST)", r->size, (unsigned long)r->addr, strerror(-rc));
+    }
+    fresh_unlink(p, r);
+  }
+}
+
+int _mt_region_use_in_place(mt_pager_t *p, mt_region_t *r, size_t *host_bytes) {
+  if (r->kind == REG_SMALL || r->escaped) return 0;
+  int rc = 0;
+  for (uint32_t i = 0; i < r->nchunks && rc == 0; i++) {
+    mt_chunk_t *c = &r->chunks[i];
+    if (c->state == CH_DEVICE) {
+      p->pol_ops->touch(p->pol, &c->node);
+      set_dirty(c);
+      continue;
+    }
+    if (c->state == CH_NONE) rc = chunk_host_back(p, c);
+    if (rc == 0) *host_bytes += p->chunk;
+  }
+  r->hostuse = true;
+  check_region(p, r);
+  return rc;
+}
+
 int _mt_region_escape(mt_pager_t *p, mt_region_t *r, mt_handle_t s) {
   if (r->escaped || r->kind == REG_SMALL) return 0;
   size_t bytes = (size_t)r->nchunks * p->chunk;
@@ -392,9 +657,13 @@ int _mt_region_escape(mt_pager_t *p, mt_region_t *r, mt_handle_t s) {
   }
   r->epoch = ++p->epoch;
   int rc = _mt_region_resident(p, r, s, true);
-  if (rc < 0) return rc;
+  if (rc < 0) {
+    _mt_fetch_flush(p);
+    return rc;
+  }
   r->escaped = true;
   p->pinned += bytes;
+  p->escaped += bytes;
   mt_stat_add(escaped_regions, 1);
   return _mt_fetch_fence(p, s);
 }
@@ -406,26 +675,44 @@ mt_region_t *_mt_region_of(mt_pager_t *p, uintptr_t addr) {
 
 /* ---- allocation ------------------------------------------------------------------- */
 
+/* Something is mapped at c's address: device memory, or its host copy. */
+static bool chunk_mapped(const mt_pager_t *p, const mt_chunk_t *c) {
+  return c->state == CH_DEVICE || (c->state == CH_HOST && p->host_mapped);
+}
+
 static void region_destroy(mt_pager_t *p, mt_region_t *r) {
+  fresh_unlink(p, r);
   if (r->kind == REG_SMALL) {
     _mt_small_free(p, r->addr, r->small_class);
     free(r);
     return;
   }
+  /* one unmap per run of mapped chunks (device memory or host copies) */
+  for (uint32_t i = 0; i < r->nchunks;) {
+    if (!chunk_mapped(p, &r->chunks[i])) {
+      i++;
+      continue;
+    }
+    uint32_t j = i + 1;
+    while (j < r->nchunks && chunk_mapped(p, &r->chunks[j])) j++;
+    p->dev->ops->unmap(p->dev, r->addr + (uintptr_t)i * p->chunk, (size_t)(j - i) * p->chunk);
+    i = j;
+  }
   for (uint32_t i = 0; i < r->nchunks; i++) {
     mt_chunk_t *c = &r->chunks[i];
-    uintptr_t va = r->addr + (uintptr_t)i * p->chunk;
     if (c->state == CH_DEVICE) {
       p->pol_ops->remove(p->pol, &c->node);
-      p->dev->ops->unmap(p->dev, va, p->chunk);
-      p->dev->ops->phys_release(p->dev, c->dev);
       p->used -= p->chunk;
-    } else if (c->state == CH_HOST && p->host_mapped) {
-      p->dev->ops->unmap(p->dev, va, p->chunk);
+      _mt_pool_dev_put(p, c->dev);
+      c->dev = 0;
     }
+    c->state = CH_NONE;
     host_release(p, c);
   }
-  if (r->escaped) p->pinned -= (size_t)r->nchunks * p->chunk;
+  if (r->escaped) {
+    p->pinned -= (size_t)r->nchunks * p->chunk;
+    p->escaped -= (size_t)r->nchunks * p->chunk;
+  }
   p->committed -= (size_t)r->nchunks * p->chunk;
   _mt_va_free(&p->va, r->addr, r->nchunks, p->chunk);
   resident_changed(p);
@@ -480,17 +767,17 @@ static int alloc_locked(mt_pager_t *p, size_t size, uintptr_t *out) {
   } else {
     size_t n = (size + p->chunk - 1) / p->chunk;
     size_t bytes = n * p->chunk;
-    /* One chunk of the total is kept free: bringing a chunk back while the
-     * host is full needs a place for the victim before the fetched chunk's
-     * host copy can be given up. */
-    if (p->committed + bytes + p->chunk > p->budget + p->host_budget) {
+    /* The capacity (see _mt_capacity()) is what cuMemGetInfo reports: an
+     * allocation the reported free bytes cover must succeed, and one beyond
+     * them must fail. */
+    if (_mt_held_bytes(p) + bytes > _mt_capacity(p)) {
       if (p->pending && !_mt_capture_active(p)) {
         reap_pending(p, true);
         return alloc_locked(p, size, out);
       }
       mt_error("out of memory: %zu bytes asked, %zu already allocated; MT_MAX_VRAM=%zu plus "
                "MT_MAX_HOST=%zu, less one %zu-byte chunk kept for swapping, is all mtalloc can "
-               "hold (raise MT_MAX_HOST)", size, p->committed, p->budget, p->host_budget, p->chunk);
+               "hold (raise MT_MAX_HOST)", size, _mt_held_bytes(p), p->budget, p->host_budget, p->chunk);
       return -ENOMEM;
     }
     r = calloc(1, sizeof(*r) + n * sizeof(mt_chunk_t));
@@ -508,6 +795,12 @@ static int alloc_locked(mt_pager_t *p, size_t size, uintptr_t *out) {
       r->chunks[i].index = (uint32_t)i;
     }
     p->committed += bytes;
+    if (p->host_mapped) { /* backed by the next launch: _mt_back_fresh */
+      r->fnext = p->fresh;
+      if (p->fresh) p->fresh->fprev = r;
+      p->fresh = r;
+      r->fresh = true;
+    }
   }
   r->size = size;
   r->id = ++p->next_region_id;
@@ -548,6 +841,7 @@ int _mt_free(uintptr_t addr, mt_handle_t s, bool async) {
   }
   if (_mt_capture_active(p)) async = true; /* no waiting during a capture: freed in order of s */
   _mt_rmap_remove(p->rmap, addr, NULL);
+  fresh_unlink(p, r); /* freed before any launch: nothing can reach it */
   regions_changed(-1);
   if (async) {
     /* Stream-ordered: it is freed once the work before it on s has run. */
@@ -581,11 +875,20 @@ void _mt_pager_device(uint64_t *ctx, int *ordinal) {
   *ordinal = p->dev->info.ordinal;
 }
 
+/* cuMemGetInfo. total is the capacity: all that mtalloc can hold for the
+ * application at once, device and host together; free is what an
+ * allocation can still take. Both count whole chunks and slabs, of which
+ * every live allocation is a part, so free + (bytes the application holds)
+ * <= total at every moment, however far the program oversubscribes --
+ * the assertion PyTorch's cudaMallocAsync backend makes. */
 void _mt_mem_info(size_t *free_bytes, size_t *total) {
   mt_pager_t *p = _mt_pager;
   pthread_mutex_lock(&p->lock);
-  *total = p->budget;
-  *free_bytes = p->budget > p->pinned ? p->budget - p->pinned : 0;
+  size_t cap = _mt_capacity(p), held = _mt_held_bytes(p);
+  /* held exceeds the capacity only after the budget shrank under us (the
+   * device had less free memory than it said): report full. */
+  *total = cap > held ? cap : held;
+  *free_bytes = cap > held ? cap - held : 0;
   pthread_mutex_unlock(&p->lock);
 }
 
@@ -631,19 +934,23 @@ int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **
   if (rc == 0) rc = d->ops->reserve(d, p->va_size, p->chunk, &p->va_base);
   if (rc == 0) rc = _mt_va_init(&p->va, p->va_base, p->va_size / p->chunk);
   p->host_mapped = d->info.host_mappable && cfg->host_map;
+  p->host_reach = cfg->host_map && (d->info.host_mappable || d->info.models_host_reach);
   if (rc == 0 && p->host_mapped) {
     p->win_size = p->host_budget;
     if (d->ops->reserve(d, p->win_size, p->chunk, &p->win_base) == 0) {
       _mt_va_init(&p->win, p->win_base, p->win_size / p->chunk);
     } else {
       p->host_mapped = false;
+      p->host_reach = d->info.models_host_reach;
     }
   }
   if (rc == 0) rc = d->ops->stream_create(d, &p->h2d);
   if (rc == 0) rc = d->ops->stream_create(d, &p->d2h);
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_fetch);
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_evict);
+  if (rc == 0) rc = d->ops->event_create(d, &p->ev_h2d);
   if (rc == 0) rc = _mt_small_init(p, cfg->small_limit);
+  if (rc == 0) rc = _mt_pool_init(p);
   if (rc < 0) return rc; /* what was made stays: the process goes on without us */
   *out = p;
   return 0;

@@ -1,8 +1,10 @@
 /*
  * pager_internal.h - the pager's data structures, shared by the files that
- * make it up (pager.c: chunk state machine and residency; streams.c: holds;
- * vaspace.c: addresses; smallpool.c: packed small regions; launch.c:
- * footprints (parameter layouts are layout.c's, outside the pager); copy.c: copies and sets; graph.c: captured footprints).
+ * make it up (pager.c: chunk state machine and residency; physpool.c:
+ * physical memory for moves; streams.c: holds; vaspace.c: addresses;
+ * smallpool.c: packed small regions; launch.c: footprints (parameter
+ * layouts are layout.c's, outside the pager); copy.c: copies and sets;
+ * graph.c: captured footprints).
  *
  * One mutex, mt_pager_t.lock, guards everything here. Hooked calls take it
  * for the whole of their work, including forwarding the call to the driver:
@@ -39,6 +41,41 @@ void _mt_va_fini(mt_vaspace_t *v);
 int _mt_va_alloc(mt_vaspace_t *v, size_t n, size_t chunk, uintptr_t *out);
 int _mt_va_free(mt_vaspace_t *v, uintptr_t addr, size_t n, size_t chunk);
 
+/* ---- physpool.c ----------------------------------------------------------
+ * Physical memory for chunk moves, made once and reused (see physpool.c). */
+typedef struct mt_host_slot {
+  mt_handle_t h;             /* slab handle (host mappings), else 0 */
+  size_t off;                /* byte offset of the slot in the slab */
+  uintptr_t addr;            /* where the pager copies to and from */
+} mt_host_slot_t;
+
+typedef struct mt_physpool {
+  mt_handle_t *dev_free;     /* device chunk handles no chunk uses */
+  size_t ndev_free, cap_dev;
+  mt_host_slot_t *host_free; /* host copy slots no chunk uses */
+  size_t nhost_free, cap_host;
+  size_t slab_chunks;        /* chunks per host slab */
+  size_t host_slabbed;       /* chunks in host slabs, <= host_budget / chunk */
+  uint64_t dev_created;      /* device handles alive (in use or pooled) */
+  uint64_t host_slabs;       /* host slabs made */
+} mt_physpool_t;
+
+typedef struct mt_pager mt_pager_t;
+int _mt_pool_init(mt_pager_t *p);
+/* A device chunk handle: from the pool, else created. 0 or -errno. */
+int _mt_pool_dev_get(mt_pager_t *p, mt_handle_t *h);
+/* Gives a device handle back (its chunk is unmapped and out of `used`). */
+void _mt_pool_dev_put(mt_pager_t *p, mt_handle_t h);
+/* Releases pooled handles the budget no longer covers (it shrank). */
+void _mt_pool_dev_trim(mt_pager_t *p);
+/* A host copy slot: from the pool, else from a new slab. 0 or -ENOMEM. */
+int _mt_pool_host_get(mt_pager_t *p, mt_host_slot_t *out);
+void _mt_pool_host_put(mt_pager_t *p, const mt_host_slot_t *s);
+/* Level 3 (MT_CHECK_INVARIANTS): the pools agree with the pager's
+ * accounting -- used + pooled device memory within the budget, host slots
+ * in use == host_used, slabs within the host budget. */
+void _mt_pool_check(const mt_pager_t *p);
+
 /* ---- streams.c -----------------------------------------------------------
  * A hold says "stream s will use this region until its operation number
  * seq has completed". Operation numbers are the pager's own count of the
@@ -51,8 +88,6 @@ typedef struct mt_hold {
 } mt_hold_t;
 
 #define MT_HOLDS 4     /* per region; a fifth stream waits for the oldest */
-
-typedef struct mt_pager mt_pager_t;
 
 /* The stream table index for an application stream handle (created on first
  * sight), or 0 when out of memory (treated as "no hold", after a host wait). */
@@ -79,8 +114,10 @@ typedef struct mt_chunk {
   bool dirty;                /* DEVICE: the device copy is newer than any host copy */
   bool retained;             /* on the pager's retained list (DEVICE with a host copy) */
   mt_handle_t dev;           /* DEVICE: physical device memory */
-  mt_handle_t host;          /* host copy: physical handle (host-mapped) or 0 */
+  mt_handle_t host;          /* host copy: its slab's handle (host-mapped) or 0 */
+  size_t host_off;           /* host copy: its offset in that slab */
   uintptr_t host_addr;       /* host copy: address to copy to/from; 0 = none */
+  uint64_t epoch;            /* == pager epoch: used by the piece of a copy being prepared */
   struct mt_chunk *rprev, *rnext; /* retained list */
 } mt_chunk_t;
 
@@ -93,6 +130,8 @@ typedef struct mt_region {
   uint64_t id;
   uint8_t kind;              /* REG_* */
   bool escaped;              /* address was copied to the device: stays resident */
+  bool hostuse;              /* a launch reached its HOST chunks through host mappings:
+                              * fetching one waits for the region's holds first */
   uint8_t nholds;
   uint8_t small_class;       /* REG_SMALL: size class */
   uint64_t epoch;            /* == pager epoch: part of the operation being prepared */
@@ -101,6 +140,8 @@ typedef struct mt_region {
   uint32_t nclean;           /* chunks DEVICE and not dirty */
   mt_hold_t holds[MT_HOLDS];
   struct mt_region *next_pending; /* deferred-free list */
+  struct mt_region *fprev, *fnext; /* fresh list: allocated since the last launch */
+  bool fresh;                /* on the fresh list */
   uint32_t nchunks;
   mt_chunk_t chunks[];       /* REG_PAGED */
 } mt_region_t;
@@ -125,21 +166,29 @@ struct mt_pager {
   size_t win_size;
   mt_vaspace_t win;
   bool host_mapped;
+  bool host_reach;           /* a kernel can reach a HOST chunk at its address: host
+                              * mappings, or the virtual clock's model of them */
 
   size_t budget;             /* MT_MAX_VRAM in bytes */
   size_t used;               /* device bytes held: paged chunks + small slabs */
   size_t pinned;             /* of used: small slabs and escaped regions */
+  size_t escaped;            /* of pinned: escaped regions (the rest is small slabs) */
   size_t host_budget, host_used;
   size_t committed;          /* bytes of address space handed to paged regions */
 
   uint64_t next_region_id;
   uint64_t epoch;
   mt_handle_t h2d, d2h;      /* copy streams */
-  mt_handle_t ev_fetch, ev_evict;
-  bool fetch_pending;        /* fetch copies issued since the last fence */
+  mt_handle_t ev_fetch, ev_evict, ev_h2d;
+  bool fetch_pending;        /* fetch copies issued (or deferred) since the last fence */
+  bool h2d_unsynced;         /* fetch copies issued since the host last waited for h2d */
+  struct mt_deferred_copy { uintptr_t dst, src; } *defer; /* fetch copies not issued yet */
+  size_t ndefer, cap_defer;
 
   mt_chunk_t retained;       /* sentinel of the retained list */
   mt_region_t *pending;      /* deferred frees (cuMemFreeAsync) */
+  mt_region_t *fresh;        /* paged regions allocated since the last launch (host mappings) */
+  bool fresh_warned;         /* the host budget left a fresh chunk unbacked once */
 
   /* smallpool.c */
   uintptr_t *small_free[MT_SMALL_CLASSES];
@@ -154,11 +203,28 @@ struct mt_pager {
   mt_handle_t *event_pool;
   size_t nevents, cap_events;
 
+  mt_physpool_t pool;        /* physpool.c */
+
   /* graph.c */
   struct mt_graph_fp *graphs;
 };
 
 extern mt_pager_t *_mt_pager;
+
+/* What mtalloc can hold at once, what cuMemGetInfo reports as total: the
+ * GPU budget and the host budget, less one chunk kept free for swapping
+ * (bringing a chunk back while the host is full needs a place for the
+ * victim before the fetched chunk's host copy can be given up). */
+static inline size_t _mt_capacity(const mt_pager_t *p) {
+  return p->budget + p->host_budget - p->chunk;
+}
+
+/* Bytes of the capacity taken: paged regions (whole chunks) and the small
+ * pool's slabs (small slabs never leave the device; every small allocation
+ * lies in one). Escaped regions are paged regions, counted once. */
+static inline size_t _mt_held_bytes(const mt_pager_t *p) {
+  return p->committed + (p->pinned - p->escaped);
+}
 
 /* Bytes a footprint needs resident beyond what is pinned anyway. */
 static inline size_t _mt_region_bytes(const mt_pager_t *p, const mt_region_t *r) {
@@ -188,6 +254,17 @@ int _mt_region_resident(mt_pager_t *p, mt_region_t *r, mt_handle_t s, bool write
  * fetched. */
 int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len, mt_handle_t s,
                        bool write, bool overwrite);
+/* Keeps the chunks covering [addr, addr+len) of r from being evicted while
+ * the current operation (pager epoch) is prepared: one piece of a copy or
+ * set, so that a region larger than the budget is moved chunk by chunk
+ * (marking the whole region, as a launch does, would leave nothing of it
+ * to evict). */
+void _mt_range_protect(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len);
+/* Issues the fetch copies deferred since the last call (run_to_device defers
+ * them so that an operation's mapping changes all come before its copies).
+ * _mt_fetch_fence calls it; a caller that gives up on an operation after
+ * making something resident must call it too. 0 or -errno. */
+int _mt_fetch_flush(mt_pager_t *p);
 /* Waits until the fetches issued since the last call are ordered before
  * work on stream s (cuStreamWaitEvent); 0 or -errno. */
 int _mt_fetch_fence(mt_pager_t *p, mt_handle_t s);
@@ -199,6 +276,18 @@ mt_region_t *_mt_region_of(mt_pager_t *p, uintptr_t addr);
 /* Takes bytes of the budget for memory that never leaves the device (small
  * slabs), evicting to make room. 0 or -ENOMEM. */
 int _mt_pager_reserve_pinned(mt_pager_t *p, size_t bytes);
+/* Lets the launch being prepared use r where it lies (host-mapped launch,
+ * launch.c): its DEVICE chunks stay (protected by the epoch, marked dirty),
+ * its HOST chunks are reached through their host mapping, and its chunks
+ * that were never touched get a host copy mapped at their address. Adds
+ * the bytes the kernel will reach in host memory to *host_bytes. Requires
+ * p->host_reach. 0 or -errno (-ENOMEM: the host budget is full). */
+int _mt_region_use_in_place(mt_pager_t *p, mt_region_t *r, size_t *host_bytes);
+/* Gives every chunk that no one has touched, of the regions allocated since
+ * the last launch, a host copy mapped at its address (host mappings only),
+ * so that a kernel reaching it through a pointer no scan sees is slow, not
+ * wrong. Called before each launch is forwarded. */
+void _mt_back_fresh(mt_pager_t *p);
 /* Marks r escaped: made resident now, never evicted. */
 int _mt_region_escape(mt_pager_t *p, mt_region_t *r, mt_handle_t s);
 

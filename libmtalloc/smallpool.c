@@ -140,8 +140,14 @@ static int grow(mt_pager_t *p) {
   if (rc < 0) goto fail_bits;
   if ((rc = _mt_pager_reserve_pinned(p, p->chunk)) < 0) goto fail_va;
   mt_handle_t h;
-  if ((rc = p->dev->ops->phys_create(p->dev, p->chunk, false, &h)) < 0) goto fail_budget;
-  if ((rc = p->dev->ops->map(p->dev, sl.base, p->chunk, h)) < 0) goto fail_phys;
+  /* from the pool of device chunks: the budget just reserved may be one a
+   * pooled handle holds */
+  if ((rc = _mt_pool_dev_get(p, &h)) < 0) goto fail_budget;
+  if ((rc = p->dev->ops->map(p->dev, sl.base, p->chunk, h, 0)) < 0) goto fail_phys;
+  if ((rc = p->dev->ops->set_access(p->dev, sl.base, p->chunk)) < 0) {
+    p->dev->ops->unmap(p->dev, sl.base, p->chunk);
+    goto fail_phys;
+  }
   size_t at = 0;
   while (at < s->nslabs && s->slabs[at].base < sl.base) at++;
   memmove(&s->slabs[at + 1], &s->slabs[at], (s->nslabs - at) * sizeof(slab_t));
@@ -149,7 +155,10 @@ static int grow(mt_pager_t *p) {
   s->nslabs++;
   return put_free(p, &s->slabs[at], s->orders - 1, sl.base);
 fail_phys:
-  p->dev->ops->phys_release(p->dev, h);
+  p->used -= p->chunk;
+  p->pinned -= p->chunk;
+  _mt_pool_dev_put(p, h);
+  goto fail_va;
 fail_budget:
   p->used -= p->chunk;
   p->pinned -= p->chunk;

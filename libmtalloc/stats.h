@@ -27,6 +27,8 @@
   X(regions_live)          \
   X(regions_peak)          \
   X(escaped_regions)       \
+  X(launches_host_mapped)  \
+  X(host_mapped_bytes)     \
   X(host_mapped)           \
   X(bypassed_bytes)
 

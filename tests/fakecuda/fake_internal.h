@@ -40,6 +40,26 @@
 #define FC_GRANULARITY ((size_t)2 << 20) /* VMM granularity: 2 MiB */
 #define FC_DRIVER_VERSION 13000
 
+/* ---- call counts (fake_calls.c) ---------------------------------------- */
+#define FC_COUNTED_CALLS(X) \
+  X(cuMemCreate)            \
+  X(cuMemRelease)           \
+  X(cuMemMap)               \
+  X(cuMemUnmap)             \
+  X(cuMemUnmap_busy)        \
+  X(cuMemSetAccess)         \
+  X(cuMemHostAlloc)         \
+  X(cuMemFreeHost)
+
+typedef enum {
+#define FC_CALL_ENUM(n) FC_CALL_##n,
+  FC_COUNTED_CALLS(FC_CALL_ENUM)
+#undef FC_CALL_ENUM
+  FC_CALL__COUNT
+} fc_call_t;
+
+void fc_count(fc_call_t c);
+
 /* ---- pointer set: the registry of live handles (fake_core.c) ---------- */
 typedef struct fc_set {
   uintptr_t *slots; /* open addressing, linear probing; 0 = empty */
@@ -251,6 +271,7 @@ typedef struct fc_global {
   bool report;           /* FAKECUDA_REPORT */
   size_t used, peak;     /* device bytes */
   unsigned long long launches; /* kernels + copies executed */
+  unsigned long long copies_inflight; /* copies queued or running on some stream */
   fc_set_t streams_set;  /* live (not destroyed) stream handles */
   fc_stream_t **streams; /* every stream with a worker, incl. draining ones */
   size_t nstreams, cap_streams;

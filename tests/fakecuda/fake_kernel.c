@@ -32,6 +32,8 @@
 
 #include "fake_internal.h"
 
+#define FC_PARAM_MAX 32764
+
 static size_t param_align(size_t size) {
   size_t a = 8;
   while (a > 1 && size % a) a /= 2;
@@ -49,11 +51,16 @@ static size_t nfunc_recycle;
 fc_func_t *fc_func_new(const char *name, fakecuda_kernel_fn fn, size_t nparams, const size_t *param_sizes,
                        const size_t *param_aligns) {
   if (!name || !fn || (nparams && !param_sizes)) return NULL;
+  /* cu130 allows 32,764 bytes of kernel parameters (CUDA 12.1 raised the
+   * limit from 4 KiB): PyTorch's multi-tensor kernels take ~25 KB structs. */
+  size_t sum = 0;
   for (size_t i = 0; i < nparams; i++) {
-    if (param_sizes[i] == 0 || param_sizes[i] > 4096) return NULL;
+    if (param_sizes[i] == 0 || param_sizes[i] > FC_PARAM_MAX) return NULL;
     if (param_aligns && (param_aligns[i] == 0 || (param_aligns[i] & (param_aligns[i] - 1)) || param_aligns[i] > 256))
       return NULL;
+    sum += param_sizes[i];
   }
+  if (sum > FC_PARAM_MAX) return NULL;
   fc_lock();
   fc_func_t *f = nfunc_recycle ? func_recycle[--nfunc_recycle] : NULL;
   fc_unlock();

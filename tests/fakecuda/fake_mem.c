@@ -230,6 +230,7 @@ FC_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
 /* ---- host memory -------------------------------------------------------------- */
 
 FC_API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
+  fc_count(FC_CALL_cuMemHostAlloc);
   CUresult r = fc_check_ctx();
   if (r) return r;
   unsigned ok = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
@@ -247,6 +248,7 @@ FC_API CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) {
 }
 
 FC_API CUresult cuMemFreeHost(void *p) {
+  fc_count(FC_CALL_cuMemFreeHost);
   CUresult r = fc_check_ctx();
   if (r) return r;
   fc_lock();

@@ -158,8 +158,11 @@ static void run_op(fc_op_t *op) {
 static void finish_op(fc_op_t *op) {
   switch (op->kind) {
     case FC_OP_KERNEL:
+      g_fc.launches++;
+      break;
     case FC_OP_COPY:
       g_fc.launches++;
+      g_fc.copies_inflight--;
       break;
     case FC_OP_EVENT: {
       fc_event_t *ev = op->u.ev.ev;
@@ -340,6 +343,7 @@ CUresult fc_submit(fc_stream_t *s, fc_op_t *op, uint64_t *seq_out) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   op->seq = ++s->submitted;
+  if (op->kind == FC_OP_COPY) g_fc.copies_inflight++;
   op->next = NULL;
   if (s->tail)
     s->tail->next = op;

@@ -193,6 +193,7 @@ static bool host_location(CUmemLocationType t) {
 
 FC_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                             const CUmemAllocationProp *prop, unsigned long long flags) {
+  fc_count(FC_CALL_cuMemCreate);
   CUresult r = fc_check_init();
   if (r) return r;
   if (!handle || !prop || size == 0 || !granular(size) || flags != 0)
@@ -233,6 +234,7 @@ FC_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 }
 
 FC_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  fc_count(FC_CALL_cuMemRelease);
   CUresult r = fc_check_init();
   if (r) return r;
   fc_lock();
@@ -301,6 +303,7 @@ static reservation_t *resv_covering(uintptr_t p, size_t size) {
 
 FC_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                          CUmemGenericAllocationHandle handle, unsigned long long flags) {
+  fc_count(FC_CALL_cuMemMap);
   CUresult r = fc_check_init();
   if (r) return r;
   uintptr_t p = (uintptr_t)ptr;
@@ -341,11 +344,15 @@ out:
 }
 
 FC_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  fc_count(FC_CALL_cuMemUnmap);
   CUresult r = fc_check_init();
   if (r) return r;
   uintptr_t p = (uintptr_t)ptr;
   if (size == 0 || !granular(p) || !granular(size)) return CUDA_ERROR_INVALID_VALUE;
   fc_lock();
+  /* A real driver's cuMemUnmap may wait for the device: count the calls
+   * that would have waited for a copy (fakecuda_call_count). */
+  if (g_fc.copies_inflight > 0) fc_count(FC_CALL_cuMemUnmap_busy);
   reservation_t *rv = resv_covering(p, size);
   if (!rv) {
     fc_unlock();
@@ -378,6 +385,7 @@ FC_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 
 FC_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
                                size_t count) {
+  fc_count(FC_CALL_cuMemSetAccess);
   CUresult r = fc_check_init();
   if (r) return r;
   uintptr_t p = (uintptr_t)ptr;

@@ -51,7 +51,8 @@ typedef void (*fakecuda_kernel_fn)(void **params, const fakecuda_launch_t *launc
 /* Registers fn as a kernel named name whose parameters have the given sizes
  * in bytes, laid out in order with natural alignment (each parameter aligned
  * to min(size, 8)), as nvcc lays them out; cuFuncGetParamInfo answers from
- * this layout. name is copied. Returns the CUfunction, or NULL on bad input. */
+ * this layout. name is copied. Each parameter and their total may take up to
+ * 32,764 bytes, as cu130 allows. Returns the CUfunction, or NULL on bad input. */
 CUfunction fakecuda_register_kernel(const char *name, fakecuda_kernel_fn fn,
                                     size_t nparams, const size_t *param_sizes);
 
@@ -93,6 +94,14 @@ void fakecuda_deinit(void);
 
 /* Kernel launches and copies executed so far (all streams). */
 unsigned long long fakecuda_launch_count(void);
+
+/* Calls of the driver function `name` so far (successful or not), for the
+ * counted ones: cuMemCreate, cuMemRelease, cuMemMap, cuMemUnmap,
+ * cuMemSetAccess, cuMemHostAlloc, cuMemFreeHost; and "cuMemUnmap_busy", the
+ * cuMemUnmap calls made while a copy was queued or running on some stream
+ * (a real driver's cuMemUnmap may wait for the device). ULLONG_MAX for a
+ * name that is not counted. */
+unsigned long long fakecuda_call_count(const char *name);
 
 #ifdef __cplusplus
 }

@@ -5,14 +5,15 @@
  *             cuGetProcAddress(_v2) (plain and per-thread-stream flag) are all
  *             seen, by route
  *   toobig    a launch whose footprint exceeds MT_MAX_VRAM fails with
- *             CUDA_ERROR_OUT_OF_MEMORY (the wrapper checks the message)
+ *             CUDA_ERROR_OUT_OF_MEMORY, or runs host-mapped where host mappings
+ *             are on (the wrapper checks the message naming the kernel)
  *   hostfull  allocation beyond MT_MAX_VRAM + MT_MAX_HOST (less a swap chunk) fails with
  *             CUDA_ERROR_OUT_OF_MEMORY and every byte already stored is intact
  *   graph     launches captured into a CUDA graph are made resident before
  *             each cuGraphLaunch, at 8x oversubscription
  *   torch     mt_torch_malloc / mt_torch_free (PyTorch's pluggable allocator)
  *             hand out regions that launches page like any other
- *   queries   cuMemGetInfo reports the budget; cuMemAllocPitch,
+ *   queries   cuMemGetInfo reports the capacity; cuMemAllocPitch,
  *             cuMemGetAddressRange and cuPointerGetAttribute answer for regions
  * Usage: pager_test CASE. Exit 0 pass, 1 fail, 77 skip (not preloaded).
  */
@@ -174,7 +175,12 @@ static int case_toobig(void) {
   CK(cuMemAlloc(&c, 4 * MiB));
   void *args[] = {&a, &b, &c};
   CUresult r = cuLaunchKernel(f_sum3, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL);
-  EXPECT(r == CUDA_ERROR_OUT_OF_MEMORY, "launch over budget returned %d, want OUT_OF_MEMORY", (int)r);
+  /* With host mappings it runs host-mapped (oversize_test has the details). */
+  if (stat_of("host_mapped") == 1)
+    EXPECT(r == CUDA_SUCCESS && stat_of("launches_host_mapped") == 1, "host-mapped launch over budget returned %d",
+           (int)r);
+  else
+    EXPECT(r == CUDA_ERROR_OUT_OF_MEMORY, "launch over budget returned %d, want OUT_OF_MEMORY", (int)r);
   /* Two of them fit: the pager must still work after refusing. */
   void *args2[] = {&a, &b, &b};
   CK(cuLaunchKernel(f_sum3, 1, 1, 1, 1, 1, 1, 0, NULL, args2, NULL));
@@ -251,7 +257,7 @@ static int case_queries(void) {
   /* run with MT_MAX_VRAM=64M */
   size_t fr = 0, tot = 0;
   CK(cuMemGetInfo(&fr, &tot));
-  EXPECT(tot == 64 * MiB, "cuMemGetInfo total %zu, want the budget %zu", tot, 64 * MiB);
+  EXPECT(tot > 64 * MiB, "cuMemGetInfo total %zu, want the capacity (budget %zu and the host's)", tot, 64 * MiB);
   EXPECT(fr <= tot, "free %zu > total %zu", fr, tot);
   CUdeviceptr p, base;
   size_t pitch, size;

@@ -77,6 +77,10 @@ static void usage(FILE *f) {
           "  --predictor NAME      access-order predictor (none)\n"
           "  --iterations N        replay only the first N iterations\n"
           "  --chunk SIZE          paging unit (default: the trace's, else 2M)\n"
+          "  --host-map on|off     on (default, as MT_HOST_MAP=auto with host mappings): a\n"
+          "                        launch larger than --gpu-mem runs with the rest of its\n"
+          "                        footprint in host memory, whose bytes cross the h2d link\n"
+          "                        during the kernel; off: such a launch cannot run (exit 1)\n"
           "  --json                one JSON object instead of text\n"
           "  -h, --help            this help\n"
           "\n"
@@ -87,7 +91,7 @@ static void usage(FILE *f) {
           "pct_of_ideal (ideal/sim, %%), stall_s (sim - ideal), bytes_h2d, bytes_d2h,\n"
           "bytes_nvme_read, bytes_nvme_write, fetches, evictions_dirty, evictions_clean,\n"
           "belady_bytes (bytes MIN eviction with perfect knowledge moves within the same\n"
-          "GPU memory), launches, iterations, coverage/accuracy/timeliness (null: no\n"
+          "GPU memory), launches, launches_host_mapped, host_mapped_bytes, iterations, coverage/accuracy/timeliness (null: no\n"
           "prefetcher), replay_wall_s, replay_max_rss_bytes, and per iteration (ITER\n"
           "records) iter_sim_s and iter_ideal_s.\n"
           "Exit: 0 ok, 2 bad option or trace, 1 the workload cannot run in that memory.\n");
@@ -193,12 +197,13 @@ int mt_cmd_replay(int argc, char **argv) {
     {"nvme-write-bw", required_argument, 0, 'w'}, {"policy", required_argument, 0, 'p'},
     {"predictor", required_argument, 0, 'P'}, {"iterations", required_argument, 0, 'i'},
     {"chunk", required_argument, 0, 'c'},    {"json", no_argument, 0, 'j'},
+    {"host-map", required_argument, 0, 'M'},
     {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
   };
   uint64_t gpu = 0, host = 0, chunk = 0, iters = UINT64_MAX;
   double h2d = 25e9, d2h = 25e9, bw_unused;
   const char *policy = "lru";
-  bool json = false;
+  bool json = false, host_map = true;
   optind = 1;
   int c;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -230,6 +235,11 @@ int mt_cmd_replay(int argc, char **argv) {
         if (!bad) iters = (uint64_t)iv;
         break;
       case 'j': json = true; break;
+      case 'M':
+        if (strcmp(optarg, "on") == 0) host_map = true;
+        else if (strcmp(optarg, "off") == 0) host_map = false;
+        else bad = 1;
+        break;
       case 'h': usage(stdout); return 0;
       default: usage(stderr); return 2;
     }
@@ -274,7 +284,7 @@ int mt_cmd_replay(int argc, char **argv) {
   replay_t r = {0};
   r.dev = _mt_vdev_new(&vc);
   mt_pager_config_t pc = {.budget = gpu, .host_budget = host, .chunk = chunk,
-                          .small_limit = (size_t)1 << 20, .policy = policy, .host_map = false};
+                          .small_limit = (size_t)1 << 20, .policy = policy, .host_map = host_map};
   int rc = r.dev ? _mt_pager_create(r.dev, &pc, &r.p) : -ENOMEM;
   if (rc < 0) {
     fprintf(stderr, "mt-trace replay: cannot set up the pager: %s\n", strerror(-rc));
@@ -404,12 +414,14 @@ done:
              "\"stall_s\":%.6f,\"bytes_h2d\":%" PRIu64 ",\"bytes_d2h\":%" PRIu64 ",\"bytes_nvme_read\":0,"
              "\"bytes_nvme_write\":0,\"fetches\":%llu,\"evictions_dirty\":%llu,\"evictions_clean\":%llu,"
              "\"belady_bytes\":%" PRIu64 ",\"belady_fetches\":%" PRIu64 ",\"belady_writebacks\":%" PRIu64 ","
-             "\"launches\":%" PRIu64 ",\"iterations\":%" PRIu64 ",\"coverage\":null,\"accuracy\":null,"
+             "\"launches\":%" PRIu64 ",\"launches_host_mapped\":%" PRIu64 ",\"host_mapped_bytes\":%" PRIu64 ","
+             "\"iterations\":%" PRIu64 ",\"coverage\":null,\"accuracy\":null,"
              "\"timeliness\":null,\"replay_wall_s\":%.3f,\"replay_max_rss_bytes\":%" PRIu64 ",",
              path, (uint64_t)r.p->budget, (uint64_t)r.p->host_budget, h2d, d2h, policy, sim_s, ideal_s, pct,
              stall_s, t.bytes_h2d, t.bytes_d2h, (unsigned long long)mt_stat_get(fetches),
              (unsigned long long)mt_stat_get(evictions_dirty), (unsigned long long)mt_stat_get(evictions_clean),
-             bel, br.fetches, br.writebacks, r.launches, r.iterations, wall, rss);
+             bel, br.fetches, br.writebacks, r.launches, t.host_mapped_kernels, t.host_mapped_bytes, r.iterations,
+             wall, rss);
       /* per iteration (from ITER records): simulated and ideal seconds */
       printf("\"iter_sim_s\":[");
       for (uint64_t i = 0; i < niter_marked; i++)
@@ -429,6 +441,8 @@ done:
              (unsigned long long)mt_stat_get(fetches));
       printf("  device-to-host   %12.3f GB   (%llu dirty, %llu clean evictions)\n", (double)t.bytes_d2h / 1e9,
              (unsigned long long)mt_stat_get(evictions_dirty), (unsigned long long)mt_stat_get(evictions_clean));
+      printf("  host-mapped      %12.3f GB   (%" PRIu64 " launches larger than GPU memory, reached over the link)\n",
+             (double)t.host_mapped_bytes / 1e9, t.host_mapped_kernels);
       printf("  NVMe read/write  %12.3f GB   (no NVMe tier yet)\n", 0.0);
       printf("  Belady bound     %12.3f GB   (%" PRIu64 " fetches, %" PRIu64 " write-backs%s)\n", (double)bel / 1e9,
              br.fetches, br.writebacks, br.infeasible ? "; some launch alone exceeds the memory" : "");
