@@ -61,7 +61,8 @@ typedef enum mt_opt_type {
   X(MAX_VRAM, SIZE, "0", 0, 0, "", "bytes",                                        \
     "GPU memory mtalloc may use for tensors; 0 = what the device reports free at start") \
   X(MAX_HOST, SIZE, "0", 0, 0, "", "bytes",                                        \
-    "pinned host memory for evicted chunks; 0 = three quarters of physical RAM")   \
+    "pinned host memory for evicted chunks; 0 = three quarters of physical RAM, "  \
+    "or of the cgroup memory limit when that is lower")                            \
   X(OFFLOAD_DIR, STRING, "", 0, 0, "", "path",                                     \
     "not used yet (NVMe tier): folder for the NVMe tier's files; empty = no NVMe tier")                      \
   X(CHUNK, SIZE, "2M", 0, 0, "", "bytes",                                          \
@@ -69,8 +70,10 @@ typedef enum mt_opt_type {
   X(SMALL_REGION, SIZE, "1M", 0, 0, "", "bytes",                                   \
     "allocations smaller than this are packed into shared chunks that stay on the GPU") \
   X(HOST_MAP, CHOICE, "auto", 0, 0, "auto|off", "",                                \
-    "auto: evicted chunks stay mapped to their host copy where the driver can map host memory " \
-    "(a stray access is slow, not fatal); off: evicted chunks are unmapped")        \
+    "auto: where the driver can map host memory, evicted and never-touched chunks are mapped " \
+    "to a host copy (a stray access is slow, not fatal) and a launch larger than MT_MAX_VRAM " \
+    "runs with the rest of its footprint in host memory; off: such chunks are unmapped and " \
+    "such launches fail")                                                          \
   X(TRACE, STRING, "", 0, 0, "", "path",                                           \
     "record a binary trace of allocations, launches, moves and stalls here (mt-trace reads it)")      \
   X(STATS, BOOL, "off", 0, 0, "", "",                                              \
