@@ -658,6 +658,10 @@ static int complete(_mt_nvme_t *s, req_t *r, int res) {
   _mt_nvme_op_t *op = r->op;
   uint32_t left = r->len - r->done;
 #ifdef MT_FAULT_INJECT
+  if (_mt_nvme_fault_take(MT_NVME_FAULT_STALL)) {
+    prep(s, r);  /* not a retry: the request is simply still outstanding */
+    return 0;
+  }
   if (res == (int)left) {
     if (_mt_nvme_fault_take(MT_NVME_FAULT_EIO)) res = -EIO;
     else if (_mt_nvme_fault_take(MT_NVME_FAULT_SHORT)) res = (int)((left / 2) & ~(uint32_t)(PAGE - 1));

@@ -175,6 +175,7 @@ typedef enum _mt_nvme_fault {
   MT_NVME_FAULT_SHORT,   /* read or write completes short (half, 4 KiB-aligned) */
   MT_NVME_FAULT_NOSPC,   /* write completes with -ENOSPC */
   MT_NVME_FAULT_FLIP,    /* read completes with one bit flipped in its data */
+  MT_NVME_FAULT_STALL,   /* completion ignored, request reissued: a device that does not answer */
   MT_NVME_FAULT__COUNT
 } _mt_nvme_fault_t;
 void _mt_nvme_fault_arm(_mt_nvme_fault_t f, uint32_t skip, uint32_t count);
