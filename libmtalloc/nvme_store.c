@@ -122,6 +122,14 @@ struct _mt_nvme {
   bool ring_ok;
   req_t *reqs, *free_reqs;
   unsigned inflight, prepared;
+  /* Checksum work kept off the path between a completion and the next
+   * submission (the queue must not drain while the CPU hashes): writes are
+   * hashed right after io_uring_submit, reads verified after their
+   * replacements are submitted. Both hold at most queue_depth entries. */
+  req_t **hashq;          /* write requests submitted, not hashed yet */
+  unsigned nhash;
+  req_t *verq;            /* copies of read requests done, not verified yet */
+  unsigned nver;
   uint8_t *bounce;        /* queue_depth pages */
   uint8_t **bounce_free;
   unsigned nbounce_free;
@@ -373,7 +381,9 @@ int _mt_nvme_open(const _mt_nvme_cfg_t *cfg, _mt_nvme_t **out) {
   unsigned qd = s->cfg.queue_depth;
   s->reqs = calloc(qd, sizeof(req_t));
   s->bounce_free = calloc(qd, sizeof(uint8_t *));
-  if (!s->reqs || !s->bounce_free) {
+  s->hashq = calloc(qd, sizeof(req_t *));
+  s->verq = calloc(qd, sizeof(req_t));
+  if (!s->reqs || !s->bounce_free || !s->hashq || !s->verq) {
     rc = -ENOMEM;
     goto fail;
   }
@@ -426,6 +436,8 @@ int _mt_nvme_close(_mt_nvme_t *s) {
   free(s->stg);
   if (s->bounce) munmap(s->bounce, s->cfg.queue_depth * PAGE);
   free(s->bounce_free);
+  free(s->hashq);
+  free(s->verq);
   free(s->reqs);
   for (unsigned i = 0; i < s->nfiles; i++) {
     if (s->files[i].fd >= 0) close(s->files[i].fd);
@@ -589,7 +601,7 @@ static bool issue_piece(_mt_nvme_t *s, _mt_nvme_op_t *op) {
       memcpy(bounce, data, tail);
       memset(bounce + tail, 0, PAGE - tail);  /* padding is zeros, never the caller's bytes */
     }
-    for (uint32_t i = 0; i < n; i++) c->sum[op->page + i] = XXH3_64bits(r->buf + i * PAGE, PAGE);
+    s->hashq[s->nhash++] = r;
   }
   prep(s, r);
   s->inflight++;
@@ -614,6 +626,15 @@ static void pump(_mt_nvme_t *s) {
     int rc = io_uring_submit(&s->ring);
     if (rc > 0) s->prepared -= (unsigned)rc > s->prepared ? s->prepared : (unsigned)rc;
   }
+  /* The device reads the source while we do: both only read it, and the
+   * caller keeps it unchanged until the op completes. Completions are only
+   * handled in reap, after this. */
+  for (unsigned k = 0; k < s->nhash; k++) {
+    req_t *r = s->hashq[k];
+    for (uint32_t i = 0; i < r->npages; i++)
+      r->op->chunk->sum[r->page + i] = XXH3_64bits(r->buf + (uint64_t)i * PAGE, PAGE);
+  }
+  s->nhash = 0;
 }
 
 static void fail_op(_mt_nvme_t *s, _mt_nvme_op_t *op, int err) {
@@ -708,9 +729,14 @@ static int complete(_mt_nvme_t *s, req_t *r, int res) {
   } else if (op->write) {
     s->st.bytes_written += r->tail ? r->tail : r->len;
   } else {
-    int v = verify(s, r);
-    if (v < 0) fail_op(s, op, v);
-    else s->st.bytes_read += r->tail ? r->tail : r->len;
+    /* Verified in reap once the slot's replacement is on the ring; the
+     * copy keeps the bounce page and the op's count until then. */
+    s->verq[s->nver++] = *r;
+    r->op = NULL;
+    r->next_free = s->free_reqs;
+    s->free_reqs = r;
+    s->inflight--;
+    return 0;
   }
   if (r->tail) s->bounce_free[s->nbounce_free++] = r->buf;
   r->op = NULL;
@@ -777,6 +803,19 @@ static int reap(_mt_nvme_t *s) {
     io_uring_cqe_seen(&s->ring, cqe);
     finished += complete(s, r, res);
   }
+  if (s->nver == 0) return finished;
+  pump(s);
+  for (unsigned k = 0; k < s->nver; k++) {
+    req_t *r = &s->verq[k];
+    _mt_nvme_op_t *op = r->op;
+    int v = verify(s, r);
+    if (v < 0) fail_op(s, op, v);
+    else s->st.bytes_read += r->tail ? r->tail : r->len;
+    if (r->tail) s->bounce_free[s->nbounce_free++] = r->buf;
+    op->inflight--;
+    finished += maybe_finish(op);
+  }
+  s->nver = 0;
   return finished;
 }
 
