@@ -92,6 +92,8 @@ typedef struct file {
   char path[PATH_MAX];    /* the unlinked file's former name, for messages */
   uint64_t npages, nfree, cursor;
   uint64_t *bits;         /* 1 = page used */
+  dev_t dev;              /* file system, so two directories on one disk share its free space */
+  uint64_t free_bytes;    /* free space of that file system at open */
 } file_t;
 
 typedef struct req {
@@ -234,7 +236,7 @@ static void check_invariants(const _mt_nvme_t *s) {
 /* ---- open / close ---------------------------------------------------------- */
 
 /* Opens one directory's file, or says in one line why not. */
-static int open_dir(file_t *f, const char *dir, uint64_t *free_bytes) {
+static int open_dir(file_t *f, const char *dir) {
   struct stat sb;
   if (stat(dir, &sb) != 0) {
     int e = errno;
@@ -283,7 +285,8 @@ static int open_dir(file_t *f, const char *dir, uint64_t *free_bytes) {
     return -e;
   }
   struct statvfs vfs;
-  *free_bytes = statvfs(dir, &vfs) == 0 ? (uint64_t)vfs.f_bavail * vfs.f_frsize : 0;
+  f->free_bytes = statvfs(dir, &vfs) == 0 ? (uint64_t)vfs.f_bavail * vfs.f_frsize : 0;
+  f->dev = sb.st_dev;
   return 0;
 }
 
@@ -316,35 +319,47 @@ int _mt_nvme_open(const _mt_nvme_cfg_t *cfg, _mt_nvme_t **out) {
   for (const char *p = list; *p; p++) n += *p == ':';
   s->files = calloc(n, sizeof(file_t));
   if (!s->files) rc = -ENOMEM;
-  uint64_t free_sum = 0, free_min = UINT64_MAX;
   char *save = NULL;
   for (char *d = strtok_r(list, ":", &save); d && rc == 0; d = strtok_r(NULL, ":", &save)) {
     file_t *f = &s->files[s->nfiles];
-    uint64_t fb = 0;
     f->fd = -1;
-    rc = open_dir(f, d, &fb);
+    rc = open_dir(f, d);
     if (rc < 0) break;
     f->dir = strdup(d);
     s->nfiles++;
     if (!f->dir) rc = -ENOMEM;
-    free_sum += fb;
-    if (fb < free_min) free_min = fb;
   }
   free(list);
   if (rc == 0 && s->nfiles == 0) rc = -EINVAL;
   if (rc < 0) goto fail;
 
-  /* The cap, split evenly: a striped chunk uses every file alike, so the
-   * smallest file bounds the rest. */
-  uint64_t cap = cfg->max_bytes;
+  /* The cap, split evenly: a striped chunk uses every file alike. By
+   * default each file gets an equal part of its file system's free space
+   * less the margin (directories on one disk split it), and the smallest
+   * part bounds them all. */
+  uint64_t cap = cfg->max_bytes, free_sum = 0;
   if (cap == 0) {
-    uint64_t margin = free_sum / 20 > MARGIN_MIN ? free_sum / 20 : MARGIN_MIN;
-    cap = free_sum > margin ? free_sum - margin : 0;
+    uint64_t part_min = UINT64_MAX;
+    for (unsigned i = 0; i < s->nfiles; i++) {
+      unsigned same = 0;
+      bool first = true;
+      for (unsigned j = 0; j < s->nfiles; j++) {
+        same += s->files[j].dev == s->files[i].dev;
+        if (j < i && s->files[j].dev == s->files[i].dev) first = false;
+      }
+      uint64_t fb = s->files[i].free_bytes;
+      if (first) free_sum += fb;
+      uint64_t margin = fb / 20 > MARGIN_MIN ? fb / 20 : MARGIN_MIN;
+      uint64_t part = (fb > margin ? fb - margin : 0) / same;
+      if (part < part_min) part_min = part;
+    }
+    cap = part_min * s->nfiles;
   }
   uint64_t share = cap / s->nfiles / s->cfg.request_bytes * s->cfg.request_bytes;
   if (share == 0) {
     mt_error("MT_OFFLOAD_DIR: no room for the NVMe tier (MT_MAX_NVME %llu bytes, %llu free in the "
-             "directories); running without it", (unsigned long long)cap, (unsigned long long)free_sum);
+             "directories, less 5%% or 1 GiB kept free); running without it", (unsigned long long)cap,
+             (unsigned long long)free_sum);
     rc = -ENOSPC;
     goto fail;
   }
