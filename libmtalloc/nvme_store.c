@@ -290,6 +290,18 @@ static int open_dir(file_t *f, const char *dir) {
   return 0;
 }
 
+bool _mt_nvme_cfg_from_options(_mt_nvme_cfg_t *cfg, int gpu_node) {
+  int64_t node = _mt_opt_int(MT_OPT_NUMA_NODE);
+  *cfg = (_mt_nvme_cfg_t){
+      .dirs = _mt_opt_str(MT_OPT_OFFLOAD_DIR),
+      .max_bytes = (uint64_t)_mt_opt_int(MT_OPT_MAX_NVME),
+      .queue_depth = (uint32_t)_mt_opt_int(MT_OPT_NVME_QUEUE_DEPTH),
+      .request_bytes = (uint64_t)_mt_opt_int(MT_OPT_NVME_REQUEST),
+      .numa_node = node >= 0 ? (int)node : gpu_node,
+  };
+  return cfg->dirs[0] != '\0';
+}
+
 int _mt_nvme_open(const _mt_nvme_cfg_t *cfg, _mt_nvme_t **out) {
   *out = NULL;
   if (!cfg->dirs || !cfg->dirs[0]) return -EINVAL;

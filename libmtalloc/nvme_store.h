@@ -105,6 +105,13 @@ typedef struct _mt_nvme_stats {
   uint64_t pages_total, pages_free;    /* 4 KiB pages under the cap */
 } _mt_nvme_stats_t;
 
+/* The configuration the options table asks for: MT_OFFLOAD_DIR,
+ * MT_MAX_NVME, MT_NVME_QUEUE_DEPTH, MT_NVME_REQUEST, and MT_NUMA_NODE, or
+ * gpu_node (the node of the GPU's PCI bus id, -1 if unknown) when that is
+ * -1. cfg->dirs points into the options table. Returns false when
+ * MT_OFFLOAD_DIR is empty (no NVMe tier). */
+bool _mt_nvme_cfg_from_options(_mt_nvme_cfg_t *cfg, int gpu_node);
+
 /* Opens the store: checks each directory (missing, not a directory, not
  * writable, no O_DIRECT), creates its file 0600 inside a private mkdtemp
  * directory, unlinks both at once (nothing is left after exit or a crash),

@@ -618,3 +618,27 @@ Test(nvme, cleanup_after_sigkill) {
   cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child status %d", st);
   cr_assert_eq(entries(dir), 0, "nothing left after the process was killed");
 }
+
+/* ---- options -------------------------------------------------------------- */
+
+Test(nvme, cfg_from_options) {
+  char *none[] = {NULL};
+  _mt_options_load(none);
+  _mt_nvme_cfg_t cfg;
+  cr_assert(!_mt_nvme_cfg_from_options(&cfg, 1), "no MT_OFFLOAD_DIR, no tier");
+  cr_assert_eq(cfg.queue_depth, 32);
+  cr_assert_eq(cfg.request_bytes, MiB);
+  cr_assert_eq(cfg.max_bytes, 0);
+  cr_assert_eq(cfg.numa_node, 1, "default: the GPU's node");
+  char *env[] = {"MT_OFFLOAD_DIR=/a:/b", "MT_MAX_NVME=3G", "MT_NVME_QUEUE_DEPTH=64", "MT_NVME_REQUEST=256K",
+                 "MT_NUMA_NODE=0", NULL};
+  _mt_options_load(env);
+  cr_assert(_mt_nvme_cfg_from_options(&cfg, 1));
+  cr_assert_str_eq(cfg.dirs, "/a:/b");
+  cr_assert_eq(cfg.max_bytes, (uint64_t)3 << 30);
+  cr_assert_eq(cfg.queue_depth, 64);
+  cr_assert_eq(cfg.request_bytes, 256 * 1024);
+  cr_assert_eq(cfg.numa_node, 0);
+  _mt_options_load(none);
+  log_text();
+}
