@@ -35,6 +35,8 @@
  * -DMT_FAULT_INJECT (test builds only) completions pass through
  * nvme_fault.c, which can turn them into any of these faults or flip a bit.
  *
+ * Checksums are xxh3-64 (nvme_sum.c: AVX2 where the CPU has it).
+ *
  * Threading: none of its own. One owner at a time; done() callbacks run on
  * the owner's thread, inside poll or wait.
  */
@@ -56,7 +58,6 @@
 
 #include <liburing.h>
 
-#include "hash.h"
 #include "internal.h"
 #include "nvme_store.h"
 
@@ -659,7 +660,7 @@ static void pump(_mt_nvme_t *s) {
   for (unsigned k = 0; k < s->nhash; k++) {
     req_t *r = s->hashq[k];
     for (uint32_t i = 0; i < r->npages; i++)
-      r->op->chunk->sum[r->page + i] = XXH3_64bits(r->buf + (uint64_t)i * PAGE, PAGE);
+      r->op->chunk->sum[r->page + i] = _mt_nvme_sum(r->buf + (uint64_t)i * PAGE, PAGE);
   }
   s->nhash = 0;
 }
@@ -687,7 +688,7 @@ static int verify(_mt_nvme_t *s, req_t *r) {
   int rc = 0;
   for (uint32_t i = 0; i < r->npages; i++) {
     uint8_t *p = r->buf + (uint64_t)i * PAGE;
-    if (XXH3_64bits(p, PAGE) == c->sum[r->page + i]) continue;
+    if (_mt_nvme_sum(p, PAGE) == c->sum[r->page + i]) continue;
     uint64_t at = (uint64_t)(r->page + i) * PAGE;
     mt_error("nvme: checksum mismatch in region 0x%llx at offset %llu (file %s, byte %llu): "
              "the page is not delivered", (unsigned long long)c->region,

@@ -172,6 +172,13 @@ const char *_mt_nvme_dir(const _mt_nvme_t *s, unsigned i);
 bool _mt_nvme_chunk_run(const _mt_nvme_chunk_t *c, unsigned i, unsigned *file, uint64_t *page,
                         uint32_t *npages);
 
+/* ---- nvme_sum.c: the page checksum ----------------------------------------
+ * XXH3_64bits(p, n), through an AVX2 build of xxh3 where the CPU has it
+ * (same value either way). _mt_nvme_sum_portable is the baseline build, for
+ * tests that compare the two. */
+uint64_t _mt_nvme_sum(const void *p, size_t n);
+uint64_t _mt_nvme_sum_portable(const void *p, size_t n);
+
 /* ---- nvme_fault.c: fault injection (test builds only) ---------------------
  * Compiled in when nvme_store.c is built with -DMT_FAULT_INJECT (the test
  * programs in tests/nvme/ compile it that way; the library never is). Each

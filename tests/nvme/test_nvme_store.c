@@ -642,3 +642,19 @@ Test(nvme, cfg_from_options) {
   _mt_options_load(none);
   log_text();
 }
+
+/* ---- checksum ------------------------------------------------------------- */
+
+Test(nvme, checksum_is_xxh3_whichever_build) {
+  uint8_t *p = aligned(64 * PG);
+  fill(p, 64 * PG, 13);
+  for (unsigned i = 0; i < 64; i++) {
+    uint64_t before = _mt_nvme_sum(p + i * PG, PG);
+    cr_assert_eq(before, _mt_nvme_sum_portable(p + i * PG, PG), "page %u", i);
+    p[i * PG + i * 61] ^= 1 << (i % 8);  /* one bit */
+    cr_assert_neq(_mt_nvme_sum(p + i * PG, PG), before, "a flipped bit changes the sum");
+  }
+  /* xxHash's own reference value for 0 bytes, seed 0 */
+  cr_assert_eq(_mt_nvme_sum(p, 0), 0x2D06800538D394C2ull);
+  free(p);
+}
