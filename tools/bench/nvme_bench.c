@@ -3,7 +3,7 @@
  * same run (issue 8). Run by hand; it is not a test.
  *
  *   build/tools/bench/nvme_bench --dir DIR [--size 4G] [--qd N] [--request B]
- *                                [--no-fio] [--json FILE]
+ *                                [--reps N] [--no-fio] [--json FILE]
  *
  * Four phases, each first through fio, then through the store, so a noisy
  * neighbour hurts both alike: sequential write, sequential read, random-order
@@ -15,7 +15,9 @@
  * aligned staging buffers with --qd requests of --request bytes in flight,
  * checksumming every page both ways. After each store phase the benchmark
  * checks that none of the store's file is in the page cache (mincore on a
- * mapping of it) and reports /proc/meminfo's Cached growth. Prints a table
+ * mapping of it) and reports /proc/meminfo's Cached growth. --reps N runs
+ * each fio/store pair N times, back to back, and reports medians (a shared
+ * disk is noisy: single runs swing by tens of percent). Prints a table
  * in GB/s (10^9 bytes/s) with store/fio ratios, and the same as one JSON
  * object (stdout's last line, and --json FILE).
  */
@@ -94,6 +96,16 @@ static double run_fio(const char *file, const char *rw, const char *size) {
   return strtod(b + 13, NULL);
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof(double), cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 typedef struct slot {
   _mt_nvme_op_t op;
   void *buf;
@@ -148,18 +160,22 @@ int main(int argc, char **argv) {
   uint64_t size = (uint64_t)4 << 30, req = 0;
   unsigned qd = 0;
   bool fio = true;
+  int reps = 1;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
     else if (!strcmp(argv[i], "--size") && i + 1 < argc) _mt_parse_size(argv[++i], &size);
     else if (!strcmp(argv[i], "--request") && i + 1 < argc) _mt_parse_size(argv[++i], &req);
     else if (!strcmp(argv[i], "--qd") && i + 1 < argc) qd = (unsigned)atoi(argv[++i]);
     else if (!strcmp(argv[i], "--no-fio")) fio = false;
+    else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else {
-      fprintf(stderr, "usage: %s --dir DIR [--size 4G] [--qd N] [--request BYTES] [--no-fio] [--json FILE]\n", argv[0]);
+      fprintf(stderr, "usage: %s --dir DIR [--size 4G] [--qd N] [--request BYTES] [--reps N] [--no-fio] [--json FILE]\n",
+              argv[0]);
       return 2;
     }
   }
+  if (reps < 1 || reps > 99) reps = 1;
   if (!dir || size < UNIT) {
     fprintf(stderr, "nvme_bench: --dir is required, --size at least 1M\n");
     return 2;
@@ -223,21 +239,28 @@ int main(int argc, char **argv) {
     {"write", true, false}, {"read", false, false}, {"randwrite", true, true}, {"randread", false, true}};
   double st_bw[4], fio_bw[4];
   long long cache_pages = 0, cached_growth_kb = 0;
-  printf("working set %llu MiB, store: queue depth %u, requests %llu KiB, %d ops of 1 MiB in flight\n",
-         (unsigned long long)(size / UNIT), qd_eff, (unsigned long long)(req_eff >> 10), nslots);
+  printf("working set %llu MiB, store: queue depth %u, requests %llu KiB, %d ops of 1 MiB in flight; "
+         "median of %d run%s\n", (unsigned long long)(size / UNIT), qd_eff, (unsigned long long)(req_eff >> 10),
+         nslots, reps, reps > 1 ? "s" : "");
   printf("%-10s %10s %10s %7s\n", "phase", "fio GB/s", "store GB/s", "ratio");
   for (int p = 0; p < 4; p++) {
-    fio_bw[p] = fio ? run_fio(fio_file, ph[p].rw, size_arg) : 0;
-    long long before = meminfo_cached_kb();
-    st_bw[p] = run_store(s, c, ph[p].random ? rnd : seq, n, ph[p].write, sl, nslots, free_stack, &nfree);
-    long long growth = meminfo_cached_kb() - before;
-    if (growth > cached_growth_kb) cached_growth_kb = growth;
-    for (unsigned f = 0; f < _mt_nvme_nfiles(s); f++) {
-      long long cp = cached_pages(_mt_nvme_fd(s, f), size);
-      if (cp < 0) fprintf(stderr, "nvme_bench: mincore: %s\n", strerror((int)-cp));
-      else cache_pages += cp;
+    double fr[99], sr[99];
+    for (int k = 0; k < reps; k++) {
+      fr[k] = fio ? run_fio(fio_file, ph[p].rw, size_arg) : 0;
+      long long before = meminfo_cached_kb();
+      sr[k] = run_store(s, c, ph[p].random ? rnd : seq, n, ph[p].write, sl, nslots, free_stack, &nfree);
+      long long growth = meminfo_cached_kb() - before;
+      if (growth > cached_growth_kb) cached_growth_kb = growth;
+      for (unsigned f = 0; f < _mt_nvme_nfiles(s); f++) {
+        long long cp = cached_pages(_mt_nvme_fd(s, f), size);
+        if (cp < 0) fprintf(stderr, "nvme_bench: mincore: %s\n", strerror((int)-cp));
+        else cache_pages += cp;
+      }
+      if (sr[k] < 0) return 1;
+      if (reps > 1) fprintf(stderr, "  %s run %d: fio %.3f store %.3f GB/s\n", ph[p].rw, k + 1, fr[k] / 1e9, sr[k] / 1e9);
     }
-    if (st_bw[p] < 0) return 1;
+    fio_bw[p] = median(fr, reps);
+    st_bw[p] = median(sr, reps);
     printf("%-10s %10.3f %10.3f %7.3f\n", ph[p].rw, fio_bw[p] / 1e9, st_bw[p] / 1e9,
            fio_bw[p] > 0 ? st_bw[p] / fio_bw[p] : 0.0);
   }
@@ -249,9 +272,9 @@ int main(int argc, char **argv) {
          (unsigned long long)stats.io_errors, (unsigned long long)stats.retries);
   char json[2048];
   int len = snprintf(json, sizeof(json),
-                     "{\"working_set_bytes\":%llu,\"queue_depth\":%u,\"request_bytes\":%llu,"
+                     "{\"working_set_bytes\":%llu,\"reps\":%d,\"queue_depth\":%u,\"request_bytes\":%llu,"
                      "\"store_page_cache_pages\":%lld,\"cached_growth_kib\":%lld",
-                     (unsigned long long)size, qd_eff, (unsigned long long)req_eff, cache_pages, cached_growth_kb);
+                     (unsigned long long)size, reps, qd_eff, (unsigned long long)req_eff, cache_pages, cached_growth_kb);
   for (int p = 0; p < 4; p++)
     len += snprintf(json + len, sizeof(json) - (size_t)len,
                     ",\"%s\":{\"fio_gbps\":%.4f,\"store_gbps\":%.4f,\"ratio\":%.4f}", ph[p].rw, fio_bw[p] / 1e9,
