@@ -64,7 +64,15 @@ typedef enum mt_opt_type {
     "pinned host memory for evicted chunks; 0 = three quarters of physical RAM, "  \
     "or of the cgroup memory limit when that is lower")                            \
   X(OFFLOAD_DIR, STRING, "", 0, 0, "", "path",                                     \
-    "not used yet (NVMe tier): folder for the NVMe tier's files; empty = no NVMe tier")                      \
+    "NVMe tier (store built, pager integration pending): folders for its O_DIRECT files, ':' separated " \
+    "and striped; empty = no NVMe tier")                                           \
+  X(MAX_NVME, SIZE, "0", 0, 0, "", "bytes",                                        \
+    "NVMe tier (store built, pager integration pending): disk space it may use, reserved at start; " \
+    "0 = free space of the offload folders less 5% (at least 1 GiB)")              \
+  X(NVME_QUEUE_DEPTH, INT, "32", 1, 4096, "", "requests",                          \
+    "NVMe tier (store built, pager integration pending): reads and writes in flight on the io_uring") \
+  X(NVME_REQUEST, SIZE, "1M", 0, 0, "", "bytes",                                   \
+    "NVMe tier (store built, pager integration pending): largest request and stripe unit, a multiple of 4K") \
   X(CHUNK, SIZE, "2M", 0, 0, "", "bytes",                                          \
     "paging unit, rounded up to the driver's mapping granularity")                 \
   X(SMALL_REGION, SIZE, "1M", 0, 0, "", "bytes",                                   \
@@ -107,7 +115,9 @@ typedef enum mt_opt {
 } mt_opt_t;
 
 /* Options whose component is not built yet: setting one draws a warning. */
-#define MT_OPTIONS_NOT_USED_YET {MT_OPT_OFFLOAD_DIR, MT_OPT_PREFETCH_DEPTH, MT_OPT_THREADS}
+#define MT_OPTIONS_NOT_USED_YET                                                    \
+  {MT_OPT_OFFLOAD_DIR, MT_OPT_MAX_NVME, MT_OPT_NVME_QUEUE_DEPTH, MT_OPT_NVME_REQUEST,      \
+   MT_OPT_PREFETCH_DEPTH, MT_OPT_THREADS}
 
 /* Reads every option once from the process environment (environ, read
  * directly: safe inside a preloaded library's constructor). Idempotent and
