@@ -138,10 +138,8 @@ static int host_get(mt_pager_t *p, mt_chunk_t *c) {
      * eviction that asked for it: the fetches must be done first. The host
      * waits, only when the host budget is full. */
     int rc = _mt_fetch_flush(p);
-    if (rc == 0) rc = p->dev->ops->event_record(p->dev, p->ev_h2d, p->h2d);
-    if (rc == 0) rc = p->dev->ops->event_sync(p->dev, p->ev_h2d);
+    if (rc == 0) rc = _mt_h2d_drain(p, false);
     if (rc < 0) return rc;
-    p->h2d_unsynced = false;
   }
   while (p->host_used + p->chunk > p->host_budget && p->retained.rprev != &p->retained) {
     mt_chunk_t *old = p->retained.rprev; /* the oldest retained copy */
@@ -270,7 +268,12 @@ static int make_room(mt_pager_t *p, size_t need) {
     }
     /* Mapping changes by runs of adjacent victims: one unmap per run, the
      * device memory back to the pool (no release), each host copy mapped
-     * at its chunk (each is its own slot), one set_access per run. */
+     * at its chunk (each is its own slot), one set_access per run. The
+     * unmaps come after any fetch copy still in flight (unmapfence.c). */
+    if ((rc = _mt_unmap_fence(p)) < 0) {
+      for (int i = 0; i < n; i++) p->pol_ops->insert(p->pol, &batch[i]->node);
+      return rc;
+    }
     sort_by_va(batch, n);
     for (int i = 0; i < n;) {
       int j = i + 1;
@@ -393,7 +396,13 @@ static int run_to_device(mt_pager_t *p, mt_chunk_t *cs, int n, const bool *fetch
       return rc;
     }
   }
-  if (p->host_mapped) {
+  bool hosts = false;
+  for (int i = 0; i < n && p->host_mapped; i++) hosts |= cs[i].state == CH_HOST;
+  if (hosts && (rc = _mt_unmap_fence(p)) < 0) {
+    for (int i = 0; i < n; i++) _mt_pool_dev_put(p, h[i]);
+    return rc;
+  }
+  if (hosts) {
     for (int i = 0; i < n;) {
       if (cs[i].state != CH_HOST) {
         i++;
@@ -438,7 +447,7 @@ static int run_to_device(mt_pager_t *p, mt_chunk_t *cs, int n, const bool *fetch
         remap_host(p, cs, i, n, va0);
         break;
       } else {
-        p->h2d_unsynced = true;
+        _mt_h2d_issued(p);
       }
       p->fetch_pending = true;
       mt_stat_add(fetches, 1);
@@ -470,7 +479,7 @@ int _mt_fetch_flush(mt_pager_t *p) {
   int rc = 0;
   for (size_t i = 0; i < p->ndefer && rc == 0; i++)
     rc = p->dev->ops->copy(p->dev, p->defer[i].dst, p->defer[i].src, p->chunk, p->h2d);
-  if (p->ndefer > 0) p->h2d_unsynced = true;
+  if (p->ndefer > 0) _mt_h2d_issued(p);
   /* A failed copy leaves a chunk DEVICE without its data: the driver's
    * error (logged) is the operation's; the caller fails it. */
   p->ndefer = 0;
@@ -483,6 +492,7 @@ int _mt_fetch_fence(mt_pager_t *p, mt_handle_t s) {
   if (!p->fetch_pending) return 0;
   p->fetch_pending = false;
   rc = p->dev->ops->event_record(p->dev, p->ev_fetch, p->h2d);
+  if (rc == 0) _mt_h2d_marked(p, p->ev_fetch); /* lets an unmap's query reuse it */
   if (rc == 0) rc = p->dev->ops->stream_wait(p->dev, s, p->ev_fetch);
   return rc;
 }
@@ -687,7 +697,15 @@ static void region_destroy(mt_pager_t *p, mt_region_t *r) {
     free(r);
     return;
   }
-  /* one unmap per run of mapped chunks (device memory or host copies) */
+  /* one unmap per run of mapped chunks (device memory or host copies),
+   * after any fetch copy in flight (unmapfence.c; on error the unmaps go
+   * ahead: the region is gone either way) */
+  for (uint32_t i = 0; i < r->nchunks; i++) {
+    if (chunk_mapped(p, &r->chunks[i])) {
+      _mt_unmap_fence(p);
+      break;
+    }
+  }
   for (uint32_t i = 0; i < r->nchunks;) {
     if (!chunk_mapped(p, &r->chunks[i])) {
       i++;
