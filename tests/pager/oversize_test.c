@@ -26,9 +26,10 @@
  *              fetches and evictions call neither cuMemCreate nor cuMemRelease,
  *              and each fetch costs at most the mapping calls the design
  *              allows (libmtalloc/physpool.c)
- *   ordering   while a launch is prepared, no cuMemUnmap (which may wait for
- *              the device) comes while one of its fetch copies is in flight:
- *              the fake counts such calls (cuMemUnmap_busy)
+ *   ordering   no cuMemUnmap (which may wait for the device) comes while a
+ *              fetch copy the pager issued is in flight, whether the copy
+ *              belongs to the launch being prepared or to an earlier
+ *              operation: the fake counts such calls (cuMemUnmap_busy)
  * Usage: oversize_test CASE. Exit 0 pass, 1 fail, 77 skip (not preloaded).
  */
 #include <cudaTypedefs.h>
@@ -444,9 +445,11 @@ static int case_ordering(void) {
   unsigned long long busy = fakecuda_call_count("cuMemUnmap_busy") - busy0;
   long long fetches = stat_of("fetches") - f0;
   /* The same without synchronising: the copy that follows the launch finds
-   * its fetch copies in flight. Reported, not held to zero: mapping changes
-   * are not yet ordered after the fetches of earlier operations. */
+   * its fetch copies in flight, and must not unmap before they are done
+   * (unmapfence.c: a non-blocking query, a host wait only when they are
+   * not, counted in unmap_waits). */
   unsigned long long cross0 = fakecuda_call_count("cuMemUnmap_busy");
+  long long w0 = stat_of("unmap_waits");
   for (int r = 0; r < ROUNDS; r++) {
     CK(cuMemcpyDtoH(back, b, big));
     void *aargs[] = {&a1, &a2, &ns};
@@ -454,12 +457,14 @@ static int case_ordering(void) {
   }
   CK(cuCtxSynchronize());
   unsigned long long cross = fakecuda_call_count("cuMemUnmap_busy") - cross0;
+  long long waits = stat_of("unmap_waits") - w0;
   void *bargs[] = {&b, &one, &nb};
   CK(cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, NULL, bargs, NULL));
   CK(cuCtxSynchronize());
   printf("oversize_test ordering: %lld chunks fetched in %d rounds, cuMemUnmap while a copy of the same "
          "operation was in flight: %llu; in %d more rounds without synchronising, while a copy of an "
-         "earlier one was: %llu\n", fetches, ROUNDS, busy, ROUNDS, cross);
+         "earlier one was: %llu (host waits to order them: %lld)\n", fetches, ROUNDS, busy, ROUNDS, cross,
+         waits);
   CK(cuMemcpyDtoH(back, a1, small));
   for (size_t i = 0; i < ns; i++) EXPECT(back[i] == 10 + 2 * ROUNDS, "a1[%zu] = %u", i, back[i]);
   CK(cuMemcpyDtoH(back, a2, small));
@@ -469,6 +474,7 @@ static int case_ordering(void) {
   free(back);
   EXPECT(fetches >= 4 * ROUNDS, "only %lld fetches: the launches did not page", fetches);
   EXPECT(busy == 0, "%llu cuMemUnmap calls while a fetch copy of the same launch was in flight", busy);
+  EXPECT(cross == 0, "%llu cuMemUnmap calls while a fetch copy of an earlier operation was in flight", cross);
   CK(cuMemFree(a1));
   CK(cuMemFree(a2));
   CK(cuMemFree(b));
