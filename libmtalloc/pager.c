@@ -316,6 +316,10 @@ static int make_room(mt_pager_t *p, size_t need) {
   return 0;
 }
 
+int _mt_make_room(mt_pager_t *p, size_t need) {
+  return make_room(p, need);
+}
+
 int _mt_pager_reserve_pinned(mt_pager_t *p, size_t bytes) {
   if (_mt_held_bytes(p) + bytes > _mt_capacity(p)) {
     mt_error("out of memory: a %zu-byte slab for small allocations does not fit: %zu bytes "

@@ -291,6 +291,12 @@ int _mt_fetch_fence(mt_pager_t *p, mt_handle_t s);
 void _mt_region_hold(mt_pager_t *p, mt_region_t *r, uint32_t si, uint64_t seq);
 /* The region containing addr, under the lock; NULL when none. */
 mt_region_t *_mt_region_of(mt_pager_t *p, uintptr_t addr);
+/* Evicts until need more bytes fit in the budget (chunks of the operation
+ * being prepared are never chosen). A launch asks once for its whole
+ * footprint, so that its evictions are one batch: one wait for their
+ * copies and one unmap fence (unmapfence.c) rather than one per region.
+ * 0, or -E2BIG when nothing more can be evicted. */
+int _mt_make_room(mt_pager_t *p, size_t need);
 /* Takes bytes of the budget for memory that never leaves the device (small
  * slabs), evicting to make room. 0 or -ENOMEM. */
 int _mt_pager_reserve_pinned(mt_pager_t *p, size_t bytes);
