@@ -317,7 +317,15 @@ static int make_room(mt_pager_t *p, size_t need) {
 }
 
 int _mt_make_room(mt_pager_t *p, size_t need) {
-  return make_room(p, need);
+  if (p->used + need <= p->budget) return 0;
+  /* Its time is the launch's stall, like the evictions a fetch makes; the
+   * launch's fetch that follows counts the stall itself (stalls). */
+  uint64_t t0 = now_ns();
+  int rc = make_room(p, need);
+  uint64_t t1 = now_ns();
+  mt_stat_add(stall_ns, t1 - t0);
+  if (_mt_trace_on()) _mt_trace_stall(MT_STALL_EVICT, t0, t1);
+  return rc;
 }
 
 int _mt_pager_reserve_pinned(mt_pager_t *p, size_t bytes) {
