@@ -215,8 +215,10 @@ static void sort_by_va(mt_chunk_t **b, int n) {
 
 /* Frees device memory until `need` more bytes fit in the budget. Chunks of
  * regions in the current epoch (the operation being prepared) are never
- * chosen. Returns 0, or -E2BIG when nothing more can be evicted. */
-static int make_room(mt_pager_t *p, size_t need) {
+ * chosen; with may_wait false, neither are chunks that work in flight
+ * still holds (no host wait for them). Returns 0, or -E2BIG when nothing
+ * more can be evicted. */
+static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
   while (p->used + need > p->budget) {
     mt_chunk_t *batch[EVICT_BATCH];
     int n = 0;
@@ -224,7 +226,7 @@ static int make_room(mt_pager_t *p, size_t need) {
     victim_ctx_t vc = {p, false};
     while (n < EVICT_BATCH && p->used - freed + need > p->budget) {
       mt_policy_node_t *node = p->pol_ops->victim(p->pol, eligible, &vc);
-      if (node == NULL && !vc.wait && !_mt_capture_active(p)) {
+      if (node == NULL && !vc.wait && may_wait && !_mt_capture_active(p)) {
         vc.wait = true; /* everything is in flight: wait for the coldest */
         continue;
       }
@@ -316,12 +318,16 @@ static int make_room(mt_pager_t *p, size_t need) {
   return 0;
 }
 
+static int make_room(mt_pager_t *p, size_t need) {
+  return make_room_ex(p, need, true);
+}
+
 int _mt_make_room(mt_pager_t *p, size_t need) {
   if (p->used + need <= p->budget) return 0;
   /* Its time is the launch's stall, like the evictions a fetch makes; the
    * launch's fetch that follows counts the stall itself (stalls). */
   uint64_t t0 = now_ns();
-  int rc = make_room(p, need);
+  int rc = make_room_ex(p, need, false);
   uint64_t t1 = now_ns();
   mt_stat_add(stall_ns, t1 - t0);
   if (_mt_trace_on()) _mt_trace_stall(MT_STALL_EVICT, t0, t1);
