@@ -32,6 +32,10 @@
  * cuMemSetAccess and, with host mappings, one cuMemUnmap of the host
  * mappings; an evicted run one cuMemUnmap and, with host mappings, one
  * cuMemMap per chunk and one cuMemSetAccess (tests/pager oversize moves).
+ * cuMemUnmap may wait for the device: every unmap comes after the fetch
+ * copies still in flight (unmapfence.c), at the cost of a host wait only
+ * when they are not done; a launch evicts for its whole footprint first,
+ * so that it pays that wait at most once.
  *
  * Threading: everything under p->lock (see pager_internal.h).
  */
