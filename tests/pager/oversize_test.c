@@ -428,6 +428,7 @@ static int case_ordering(void) {
   CK(cuCtxSynchronize());
   unsigned long long busy0 = fakecuda_call_count("cuMemUnmap_busy");
   long long f0 = stat_of("fetches");
+  long long ws0 = stat_of("unmap_waits");
   enum { ROUNDS = 6 };
   uint32_t one = 1;
   uint32_t *back = malloc(big);
@@ -444,6 +445,7 @@ static int case_ordering(void) {
   }
   unsigned long long busy = fakecuda_call_count("cuMemUnmap_busy") - busy0;
   long long fetches = stat_of("fetches") - f0;
+  long long sync_waits = stat_of("unmap_waits") - ws0;
   /* The same without synchronising: the copy that follows the launch finds
    * its fetch copies in flight, and must not unmap before they are done
    * (unmapfence.c: a non-blocking query, a host wait only when they are
@@ -475,6 +477,9 @@ static int case_ordering(void) {
   EXPECT(fetches >= 4 * ROUNDS, "only %lld fetches: the launches did not page", fetches);
   EXPECT(busy == 0, "%llu cuMemUnmap calls while a fetch copy of the same launch was in flight", busy);
   EXPECT(cross == 0, "%llu cuMemUnmap calls while a fetch copy of an earlier operation was in flight", cross);
+  /* After a synchronisation the fence's query finds the copies done: it
+   * must not wait. */
+  EXPECT(sync_waits == 0, "%lld host waits before unmaps although every copy had finished", sync_waits);
   CK(cuMemFree(a1));
   CK(cuMemFree(a2));
   CK(cuMemFree(b));
