@@ -420,7 +420,8 @@ static int run_to_device(mt_pager_t *p, mt_chunk_t *cs, int n, const bool *fetch
   }
   bool hosts = false;
   for (int i = 0; i < n && p->host_mapped; i++) hosts |= cs[i].state == CH_HOST;
-  if (hosts && (rc = _mt_unmap_fence(p)) < 0) {
+  /* before the unmaps and the set_access (cuda.h marks both synchronous) */
+  if ((rc = _mt_unmap_fence(p)) < 0) {
     for (int i = 0; i < n; i++) _mt_pool_dev_put(p, h[i]);
     return rc;
   }
@@ -601,7 +602,7 @@ static int chunk_host_back(mt_pager_t *p, mt_chunk_t *c) {
       host_release(p, c);
       return rc;
     }
-    if ((rc = p->dev->ops->set_access(p->dev, va, p->chunk)) < 0) {
+    if ((rc = _mt_unmap_fence(p)) < 0 || (rc = p->dev->ops->set_access(p->dev, va, p->chunk)) < 0) {
       p->dev->ops->unmap(p->dev, va, p->chunk);
       host_release(p, c);
       return rc;
@@ -644,7 +645,8 @@ void _mt_back_fresh(mt_pager_t *p) {
         c->dirty = false;
       }
       if (p->host_mapped && j > i) {
-        int ra = p->dev->ops->set_access(p->dev, r->addr + (uintptr_t)i * p->chunk, (size_t)(j - i) * p->chunk);
+        int ra = _mt_unmap_fence(p);
+        if (ra == 0) ra = p->dev->ops->set_access(p->dev, r->addr + (uintptr_t)i * p->chunk, (size_t)(j - i) * p->chunk);
         if (rc == 0) rc = ra;
       }
       i = j;

@@ -89,8 +89,9 @@ void _mt_h2d_marked(mt_pager_t *p, mt_handle_t e);
  * non-blocking query at most), 1 after the host waited for them (counted
  * in unmap_waits when count), <0 error. Not during a capture. */
 int _mt_h2d_drain(mt_pager_t *p, bool count);
-/* Call before a batch of unmaps: orders them after the fetch copies in
- * flight, waiting only when they are not done. 0 or -errno. */
+/* Call before a batch of unmaps or a set_access (cuda.h marks both
+ * synchronous): orders them after the fetch copies in flight, waiting
+ * only when they are not done. 0 or -errno. */
 int _mt_unmap_fence(mt_pager_t *p);
 
 /* ---- streams.c -----------------------------------------------------------

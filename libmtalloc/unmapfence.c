@@ -2,7 +2,9 @@
  * unmapfence.c - no cuMemUnmap while a copy the pager issued is in flight.
  *
  * The driver documents cuMemUnmap as a call that may synchronise: it may
- * wait for the device's outstanding work. The pager unmaps on the launch
+ * wait for the device's outstanding work (cuda.h marks it, and
+ * cuMemSetAccess, with \note_sync; cuMemCreate, cuMemRelease and cuMemMap
+ * carry no such note). The same fence comes before cuMemSetAccess. The pager unmaps on the launch
  * path (an eviction frees device memory for a fetch; a fetch replaces a
  * chunk's host mapping with device memory), and fetch copies of earlier
  * operations are often still running on the h2d stream then: the

@@ -29,7 +29,8 @@
  *   ordering   no cuMemUnmap (which may wait for the device) comes while a
  *              fetch copy the pager issued is in flight, whether the copy
  *              belongs to the launch being prepared or to an earlier
- *              operation: the fake counts such calls (cuMemUnmap_busy)
+ *              operation: the fake counts such calls (cuMemUnmap_busy);
+ *              the same for cuMemSetAccess (cuMemSetAccess_busy)
  * Usage: oversize_test CASE. Exit 0 pass, 1 fail, 77 skip (not preloaded).
  */
 #include <cudaTypedefs.h>
@@ -451,6 +452,7 @@ static int case_ordering(void) {
    * (unmapfence.c: a non-blocking query, a host wait only when they are
    * not, counted in unmap_waits). */
   unsigned long long cross0 = fakecuda_call_count("cuMemUnmap_busy");
+  unsigned long long acc0 = fakecuda_call_count("cuMemSetAccess_busy");
   long long w0 = stat_of("unmap_waits");
   for (int r = 0; r < ROUNDS; r++) {
     CK(cuMemcpyDtoH(back, b, big));
@@ -459,10 +461,12 @@ static int case_ordering(void) {
   }
   CK(cuCtxSynchronize());
   unsigned long long cross = fakecuda_call_count("cuMemUnmap_busy") - cross0;
+  unsigned long long acc = fakecuda_call_count("cuMemSetAccess_busy") - acc0;
   long long waits = stat_of("unmap_waits") - w0;
   void *bargs[] = {&b, &one, &nb};
   CK(cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, NULL, bargs, NULL));
   CK(cuCtxSynchronize());
+  printf("oversize_test ordering: cuMemSetAccess while a copy was in flight: %llu\n", acc);
   printf("oversize_test ordering: %lld chunks fetched in %d rounds, cuMemUnmap while a copy of the same "
          "operation was in flight: %llu; in %d more rounds without synchronising, while a copy of an "
          "earlier one was: %llu (host waits to order them: %lld)\n", fetches, ROUNDS, busy, ROUNDS, cross,
@@ -477,6 +481,7 @@ static int case_ordering(void) {
   EXPECT(fetches >= 4 * ROUNDS, "only %lld fetches: the launches did not page", fetches);
   EXPECT(busy == 0, "%llu cuMemUnmap calls while a fetch copy of the same launch was in flight", busy);
   EXPECT(cross == 0, "%llu cuMemUnmap calls while a fetch copy of an earlier operation was in flight", cross);
+  EXPECT(acc == 0, "%llu cuMemSetAccess calls while a fetch copy of an earlier operation was in flight", acc);
   /* After a synchronisation the fence's query finds the copies done: it
    * must not wait. */
   EXPECT(sync_waits == 0, "%lld host waits before unmaps although every copy had finished", sync_waits);
