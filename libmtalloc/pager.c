@@ -645,8 +645,9 @@ void _mt_back_fresh(mt_pager_t *p) {
         c->dirty = false;
       }
       if (p->host_mapped && j > i) {
+        uintptr_t va = r->addr + (uintptr_t)i * p->chunk;
         int ra = _mt_unmap_fence(p);
-        if (ra == 0) ra = p->dev->ops->set_access(p->dev, r->addr + (uintptr_t)i * p->chunk, (size_t)(j - i) * p->chunk);
+        if (ra == 0) ra = p->dev->ops->set_access(p->dev, va, (size_t)(j - i) * p->chunk);
         if (rc == 0) rc = ra;
       }
       i = j;
