@@ -154,6 +154,14 @@ static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle
     return -E2BIG;
   }
   size_t placed = 0, host_bytes = 0;
+  if (!over && fp->cold > 0) {
+    /* Room for every chunk the footprint lacks, in one go (see
+     * _mt_make_room); a failure here is left to the region that meets it. */
+    size_t lack = 0;
+    for (size_t i = 0; i < fp->n; i++)
+      if (_mt_region_bytes(p, fp->r[i]) > 0) lack += (size_t)(fp->r[i]->nchunks - fp->r[i]->ndevice) * p->chunk;
+    if (lack > 0) _mt_make_room(p, lack);
+  }
   if (over)
     for (size_t i = 0; i < fp->n; i++)
       if (_mt_region_bytes(p, fp->r[i]) > 0) placed += (size_t)fp->r[i]->ndevice * p->chunk;

@@ -32,6 +32,10 @@
  * cuMemSetAccess and, with host mappings, one cuMemUnmap of the host
  * mappings; an evicted run one cuMemUnmap and, with host mappings, one
  * cuMemMap per chunk and one cuMemSetAccess (tests/pager oversize moves).
+ * cuMemUnmap may wait for the device: every unmap comes after the fetch
+ * copies still in flight (unmapfence.c), at the cost of a host wait only
+ * when they are not done; a launch evicts for its whole footprint first,
+ * so that it pays that wait at most once.
  *
  * Threading: everything under p->lock (see pager_internal.h).
  */
@@ -138,10 +142,8 @@ static int host_get(mt_pager_t *p, mt_chunk_t *c) {
      * eviction that asked for it: the fetches must be done first. The host
      * waits, only when the host budget is full. */
     int rc = _mt_fetch_flush(p);
-    if (rc == 0) rc = p->dev->ops->event_record(p->dev, p->ev_h2d, p->h2d);
-    if (rc == 0) rc = p->dev->ops->event_sync(p->dev, p->ev_h2d);
+    if (rc == 0) rc = _mt_h2d_drain(p, false);
     if (rc < 0) return rc;
-    p->h2d_unsynced = false;
   }
   while (p->host_used + p->chunk > p->host_budget && p->retained.rprev != &p->retained) {
     mt_chunk_t *old = p->retained.rprev; /* the oldest retained copy */
@@ -217,8 +219,10 @@ static void sort_by_va(mt_chunk_t **b, int n) {
 
 /* Frees device memory until `need` more bytes fit in the budget. Chunks of
  * regions in the current epoch (the operation being prepared) are never
- * chosen. Returns 0, or -E2BIG when nothing more can be evicted. */
-static int make_room(mt_pager_t *p, size_t need) {
+ * chosen; with may_wait false, neither are chunks that work in flight
+ * still holds (no host wait for them). Returns 0, or -E2BIG when nothing
+ * more can be evicted. */
+static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
   while (p->used + need > p->budget) {
     mt_chunk_t *batch[EVICT_BATCH];
     int n = 0;
@@ -226,7 +230,7 @@ static int make_room(mt_pager_t *p, size_t need) {
     victim_ctx_t vc = {p, false};
     while (n < EVICT_BATCH && p->used - freed + need > p->budget) {
       mt_policy_node_t *node = p->pol_ops->victim(p->pol, eligible, &vc);
-      if (node == NULL && !vc.wait && !_mt_capture_active(p)) {
+      if (node == NULL && !vc.wait && may_wait && !_mt_capture_active(p)) {
         vc.wait = true; /* everything is in flight: wait for the coldest */
         continue;
       }
@@ -270,7 +274,12 @@ static int make_room(mt_pager_t *p, size_t need) {
     }
     /* Mapping changes by runs of adjacent victims: one unmap per run, the
      * device memory back to the pool (no release), each host copy mapped
-     * at its chunk (each is its own slot), one set_access per run. */
+     * at its chunk (each is its own slot), one set_access per run. The
+     * unmaps come after any fetch copy still in flight (unmapfence.c). */
+    if ((rc = _mt_unmap_fence(p)) < 0) {
+      for (int i = 0; i < n; i++) p->pol_ops->insert(p->pol, &batch[i]->node);
+      return rc;
+    }
     sort_by_va(batch, n);
     for (int i = 0; i < n;) {
       int j = i + 1;
@@ -311,6 +320,22 @@ static int make_room(mt_pager_t *p, size_t need) {
     _mt_pool_check(p);
   }
   return 0;
+}
+
+static int make_room(mt_pager_t *p, size_t need) {
+  return make_room_ex(p, need, true);
+}
+
+int _mt_make_room(mt_pager_t *p, size_t need) {
+  if (p->used + need <= p->budget) return 0;
+  /* Its time is the launch's stall, like the evictions a fetch makes; the
+   * launch's fetch that follows counts the stall itself (stalls). */
+  uint64_t t0 = now_ns();
+  int rc = make_room_ex(p, need, false);
+  uint64_t t1 = now_ns();
+  mt_stat_add(stall_ns, t1 - t0);
+  if (_mt_trace_on()) _mt_trace_stall(MT_STALL_EVICT, t0, t1);
+  return rc;
 }
 
 int _mt_pager_reserve_pinned(mt_pager_t *p, size_t bytes) {
@@ -393,7 +418,14 @@ static int run_to_device(mt_pager_t *p, mt_chunk_t *cs, int n, const bool *fetch
       return rc;
     }
   }
-  if (p->host_mapped) {
+  bool hosts = false;
+  for (int i = 0; i < n && p->host_mapped; i++) hosts |= cs[i].state == CH_HOST;
+  /* before the unmaps and the set_access (cuda.h marks both synchronous) */
+  if ((rc = _mt_unmap_fence(p)) < 0) {
+    for (int i = 0; i < n; i++) _mt_pool_dev_put(p, h[i]);
+    return rc;
+  }
+  if (hosts) {
     for (int i = 0; i < n;) {
       if (cs[i].state != CH_HOST) {
         i++;
@@ -438,7 +470,7 @@ static int run_to_device(mt_pager_t *p, mt_chunk_t *cs, int n, const bool *fetch
         remap_host(p, cs, i, n, va0);
         break;
       } else {
-        p->h2d_unsynced = true;
+        _mt_h2d_issued(p);
       }
       p->fetch_pending = true;
       mt_stat_add(fetches, 1);
@@ -470,7 +502,7 @@ int _mt_fetch_flush(mt_pager_t *p) {
   int rc = 0;
   for (size_t i = 0; i < p->ndefer && rc == 0; i++)
     rc = p->dev->ops->copy(p->dev, p->defer[i].dst, p->defer[i].src, p->chunk, p->h2d);
-  if (p->ndefer > 0) p->h2d_unsynced = true;
+  if (p->ndefer > 0) _mt_h2d_issued(p);
   /* A failed copy leaves a chunk DEVICE without its data: the driver's
    * error (logged) is the operation's; the caller fails it. */
   p->ndefer = 0;
@@ -483,6 +515,7 @@ int _mt_fetch_fence(mt_pager_t *p, mt_handle_t s) {
   if (!p->fetch_pending) return 0;
   p->fetch_pending = false;
   rc = p->dev->ops->event_record(p->dev, p->ev_fetch, p->h2d);
+  if (rc == 0) _mt_h2d_marked(p, p->ev_fetch); /* lets an unmap's query reuse it */
   if (rc == 0) rc = p->dev->ops->stream_wait(p->dev, s, p->ev_fetch);
   return rc;
 }
@@ -569,7 +602,7 @@ static int chunk_host_back(mt_pager_t *p, mt_chunk_t *c) {
       host_release(p, c);
       return rc;
     }
-    if ((rc = p->dev->ops->set_access(p->dev, va, p->chunk)) < 0) {
+    if ((rc = _mt_unmap_fence(p)) < 0 || (rc = p->dev->ops->set_access(p->dev, va, p->chunk)) < 0) {
       p->dev->ops->unmap(p->dev, va, p->chunk);
       host_release(p, c);
       return rc;
@@ -612,7 +645,9 @@ void _mt_back_fresh(mt_pager_t *p) {
         c->dirty = false;
       }
       if (p->host_mapped && j > i) {
-        int ra = p->dev->ops->set_access(p->dev, r->addr + (uintptr_t)i * p->chunk, (size_t)(j - i) * p->chunk);
+        uintptr_t va = r->addr + (uintptr_t)i * p->chunk;
+        int ra = _mt_unmap_fence(p);
+        if (ra == 0) ra = p->dev->ops->set_access(p->dev, va, (size_t)(j - i) * p->chunk);
         if (rc == 0) rc = ra;
       }
       i = j;
@@ -687,7 +722,15 @@ static void region_destroy(mt_pager_t *p, mt_region_t *r) {
     free(r);
     return;
   }
-  /* one unmap per run of mapped chunks (device memory or host copies) */
+  /* one unmap per run of mapped chunks (device memory or host copies),
+   * after any fetch copy in flight (unmapfence.c; on error the unmaps go
+   * ahead: the region is gone either way) */
+  for (uint32_t i = 0; i < r->nchunks; i++) {
+    if (chunk_mapped(p, &r->chunks[i])) {
+      _mt_unmap_fence(p);
+      break;
+    }
+  }
   for (uint32_t i = 0; i < r->nchunks;) {
     if (!chunk_mapped(p, &r->chunks[i])) {
       i++;

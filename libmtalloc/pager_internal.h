@@ -1,7 +1,8 @@
 /*
  * pager_internal.h - the pager's data structures, shared by the files that
  * make it up (pager.c: chunk state machine and residency; physpool.c:
- * physical memory for moves; streams.c: holds; vaspace.c: addresses;
+ * physical memory for moves; unmapfence.c: unmaps ordered after copies;
+ * streams.c: holds; vaspace.c: addresses;
  * smallpool.c: packed small regions; launch.c: footprints (parameter
  * layouts are layout.c's, outside the pager); copy.c: copies and sets;
  * graph.c: captured footprints).
@@ -75,6 +76,23 @@ void _mt_pool_host_put(mt_pager_t *p, const mt_host_slot_t *s);
  * accounting -- used + pooled device memory within the budget, host slots
  * in use == host_used, slabs within the host budget. */
 void _mt_pool_check(const mt_pager_t *p);
+
+/* ---- unmapfence.c ---------------------------------------------------------
+ * cuMemUnmap may wait for the device: the pager unmaps only when no fetch
+ * copy it issued is in flight (see unmapfence.c). */
+/* Fetch copies were just issued on the h2d stream. */
+void _mt_h2d_issued(mt_pager_t *p);
+/* Event e was just recorded on the h2d stream: it covers every fetch copy
+ * issued so far (saves a record when the host must ask). */
+void _mt_h2d_marked(mt_pager_t *p, mt_handle_t e);
+/* Makes sure no fetch copy is in flight: 0 when none was (one
+ * non-blocking query at most), 1 after the host waited for them (counted
+ * in unmap_waits when count), <0 error. Not during a capture. */
+int _mt_h2d_drain(mt_pager_t *p, bool count);
+/* Call before a batch of unmaps or a set_access (cuda.h marks both
+ * synchronous): orders them after the fetch copies in flight, waiting
+ * only when they are not done. 0 or -errno. */
+int _mt_unmap_fence(mt_pager_t *p);
 
 /* ---- streams.c -----------------------------------------------------------
  * A hold says "stream s will use this region until its operation number
@@ -181,7 +199,8 @@ struct mt_pager {
   mt_handle_t h2d, d2h;      /* copy streams */
   mt_handle_t ev_fetch, ev_evict, ev_h2d;
   bool fetch_pending;        /* fetch copies issued (or deferred) since the last fence */
-  bool h2d_unsynced;         /* fetch copies issued since the host last waited for h2d */
+  bool h2d_unsynced;         /* fetch copies issued since the host last knew h2d idle */
+  mt_handle_t h2d_mark;      /* an event recorded on h2d after the last fetch copy; 0 = none */
   struct mt_deferred_copy { uintptr_t dst, src; } *defer; /* fetch copies not issued yet */
   size_t ndefer, cap_defer;
 
@@ -273,6 +292,12 @@ int _mt_fetch_fence(mt_pager_t *p, mt_handle_t s);
 void _mt_region_hold(mt_pager_t *p, mt_region_t *r, uint32_t si, uint64_t seq);
 /* The region containing addr, under the lock; NULL when none. */
 mt_region_t *_mt_region_of(mt_pager_t *p, uintptr_t addr);
+/* Evicts until need more bytes fit in the budget (chunks of the operation
+ * being prepared are never chosen). A launch asks once for its whole
+ * footprint, so that its evictions are one batch: one wait for their
+ * copies and one unmap fence (unmapfence.c) rather than one per region.
+ * 0, or -E2BIG when nothing more can be evicted. */
+int _mt_make_room(mt_pager_t *p, size_t need);
 /* Takes bytes of the budget for memory that never leaves the device (small
  * slabs), evicting to make room. 0 or -ENOMEM. */
 int _mt_pager_reserve_pinned(mt_pager_t *p, size_t bytes);

@@ -30,7 +30,9 @@
   X(launches_host_mapped)  \
   X(host_mapped_bytes)     \
   X(host_mapped)           \
-  X(bypassed_bytes)
+  X(bypassed_bytes)        \
+  X(unmap_waits)           \
+  X(unmap_wait_ns)
 
 typedef struct mt_stats {
 #define MT_STAT_DECL(name) _Atomic uint64_t name;

@@ -294,6 +294,11 @@ __attribute__((destructor)) static void fc_fini(void) {
     int n = snprintf(line, sizeof line, "fakecuda: peak_device_bytes %zu\n", g_fc.peak);
     if (n > 0 && write(2, line, (size_t)n) < 0) {
     }
+    /* calls a real driver may have made wait for a copy (fake_calls.c) */
+    n = snprintf(line, sizeof line, "fakecuda: busy cuMemUnmap %llu cuMemSetAccess %llu\n",
+                 fakecuda_call_count("cuMemUnmap_busy"), fakecuda_call_count("cuMemSetAccess_busy"));
+    if (n > 0 && write(2, line, (size_t)n) < 0) {
+    }
   }
 }
 

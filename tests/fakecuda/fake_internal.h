@@ -48,6 +48,7 @@
   X(cuMemUnmap)             \
   X(cuMemUnmap_busy)        \
   X(cuMemSetAccess)         \
+  X(cuMemSetAccess_busy)    \
   X(cuMemHostAlloc)         \
   X(cuMemFreeHost)
 

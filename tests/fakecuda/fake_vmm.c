@@ -388,6 +388,11 @@ FC_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDe
   fc_count(FC_CALL_cuMemSetAccess);
   CUresult r = fc_check_init();
   if (r) return r;
+  /* Documented as synchronous for most uses, like cuMemUnmap: count the
+   * calls that a copy in flight might have made wait. */
+  fc_lock();
+  if (g_fc.copies_inflight > 0) fc_count(FC_CALL_cuMemSetAccess_busy);
+  fc_unlock();
   uintptr_t p = (uintptr_t)ptr;
   if (!desc || count == 0 || size == 0 || !granular(p) || !granular(size))
     return CUDA_ERROR_INVALID_VALUE;

@@ -99,7 +99,9 @@ unsigned long long fakecuda_launch_count(void);
  * counted ones: cuMemCreate, cuMemRelease, cuMemMap, cuMemUnmap,
  * cuMemSetAccess, cuMemHostAlloc, cuMemFreeHost; and "cuMemUnmap_busy", the
  * cuMemUnmap calls made while a copy was queued or running on some stream
- * (a real driver's cuMemUnmap may wait for the device). ULLONG_MAX for a
+ * (a real driver's cuMemUnmap may wait for the device), and
+ * "cuMemSetAccess_busy", the same for cuMemSetAccess (also documented as
+ * synchronous for most uses). ULLONG_MAX for a
  * name that is not counted. */
 unsigned long long fakecuda_call_count(const char *name);
 

@@ -26,9 +26,11 @@
  *              fetches and evictions call neither cuMemCreate nor cuMemRelease,
  *              and each fetch costs at most the mapping calls the design
  *              allows (libmtalloc/physpool.c)
- *   ordering   while a launch is prepared, no cuMemUnmap (which may wait for
- *              the device) comes while one of its fetch copies is in flight:
- *              the fake counts such calls (cuMemUnmap_busy)
+ *   ordering   no cuMemUnmap (which may wait for the device) comes while a
+ *              fetch copy the pager issued is in flight, whether the copy
+ *              belongs to the launch being prepared or to an earlier
+ *              operation: the fake counts such calls (cuMemUnmap_busy);
+ *              the same for cuMemSetAccess (cuMemSetAccess_busy)
  * Usage: oversize_test CASE. Exit 0 pass, 1 fail, 77 skip (not preloaded).
  */
 #include <cudaTypedefs.h>
@@ -427,6 +429,7 @@ static int case_ordering(void) {
   CK(cuCtxSynchronize());
   unsigned long long busy0 = fakecuda_call_count("cuMemUnmap_busy");
   long long f0 = stat_of("fetches");
+  long long ws0 = stat_of("unmap_waits");
   enum { ROUNDS = 6 };
   uint32_t one = 1;
   uint32_t *back = malloc(big);
@@ -443,10 +446,14 @@ static int case_ordering(void) {
   }
   unsigned long long busy = fakecuda_call_count("cuMemUnmap_busy") - busy0;
   long long fetches = stat_of("fetches") - f0;
+  long long sync_waits = stat_of("unmap_waits") - ws0;
   /* The same without synchronising: the copy that follows the launch finds
-   * its fetch copies in flight. Reported, not held to zero: mapping changes
-   * are not yet ordered after the fetches of earlier operations. */
+   * its fetch copies in flight, and must not unmap before they are done
+   * (unmapfence.c: a non-blocking query, a host wait only when they are
+   * not, counted in unmap_waits). */
   unsigned long long cross0 = fakecuda_call_count("cuMemUnmap_busy");
+  unsigned long long acc0 = fakecuda_call_count("cuMemSetAccess_busy");
+  long long w0 = stat_of("unmap_waits");
   for (int r = 0; r < ROUNDS; r++) {
     CK(cuMemcpyDtoH(back, b, big));
     void *aargs[] = {&a1, &a2, &ns};
@@ -454,12 +461,16 @@ static int case_ordering(void) {
   }
   CK(cuCtxSynchronize());
   unsigned long long cross = fakecuda_call_count("cuMemUnmap_busy") - cross0;
+  unsigned long long acc = fakecuda_call_count("cuMemSetAccess_busy") - acc0;
+  long long waits = stat_of("unmap_waits") - w0;
   void *bargs[] = {&b, &one, &nb};
   CK(cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, NULL, bargs, NULL));
   CK(cuCtxSynchronize());
+  printf("oversize_test ordering: cuMemSetAccess while a copy was in flight: %llu\n", acc);
   printf("oversize_test ordering: %lld chunks fetched in %d rounds, cuMemUnmap while a copy of the same "
          "operation was in flight: %llu; in %d more rounds without synchronising, while a copy of an "
-         "earlier one was: %llu\n", fetches, ROUNDS, busy, ROUNDS, cross);
+         "earlier one was: %llu (host waits to order them: %lld)\n", fetches, ROUNDS, busy, ROUNDS, cross,
+         waits);
   CK(cuMemcpyDtoH(back, a1, small));
   for (size_t i = 0; i < ns; i++) EXPECT(back[i] == 10 + 2 * ROUNDS, "a1[%zu] = %u", i, back[i]);
   CK(cuMemcpyDtoH(back, a2, small));
@@ -469,6 +480,11 @@ static int case_ordering(void) {
   free(back);
   EXPECT(fetches >= 4 * ROUNDS, "only %lld fetches: the launches did not page", fetches);
   EXPECT(busy == 0, "%llu cuMemUnmap calls while a fetch copy of the same launch was in flight", busy);
+  EXPECT(cross == 0, "%llu cuMemUnmap calls while a fetch copy of an earlier operation was in flight", cross);
+  EXPECT(acc == 0, "%llu cuMemSetAccess calls while a fetch copy of an earlier operation was in flight", acc);
+  /* After a synchronisation the fence's query finds the copies done: it
+   * must not wait. */
+  EXPECT(sync_waits == 0, "%lld host waits before unmaps although every copy had finished", sync_waits);
   CK(cuMemFree(a1));
   CK(cuMemFree(a2));
   CK(cuMemFree(b));

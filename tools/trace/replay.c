@@ -90,6 +90,7 @@ static void usage(FILE *f) {
           "Output (JSON keys): sim_s (simulated time), ideal_s (unlimited GPU memory),\n"
           "pct_of_ideal (ideal/sim, %%), stall_s (sim - ideal), bytes_h2d, bytes_d2h,\n"
           "bytes_nvme_read, bytes_nvme_write, fetches, evictions_dirty, evictions_clean,\n"
+          "unmap_waits (host waits that ordered an unmap after fetch copies),\n"
           "belady_bytes (bytes MIN eviction with perfect knowledge moves within the same\n"
           "GPU memory), launches, launches_host_mapped, host_mapped_bytes, iterations, coverage/accuracy/timeliness (null: no\n"
           "prefetcher), replay_wall_s, replay_max_rss_bytes, and per iteration (ITER\n"
@@ -413,14 +414,14 @@ done:
              "\"policy\":\"%s\",\"predictor\":\"none\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
              "\"stall_s\":%.6f,\"bytes_h2d\":%" PRIu64 ",\"bytes_d2h\":%" PRIu64 ",\"bytes_nvme_read\":0,"
              "\"bytes_nvme_write\":0,\"fetches\":%llu,\"evictions_dirty\":%llu,\"evictions_clean\":%llu,"
-             "\"belady_bytes\":%" PRIu64 ",\"belady_fetches\":%" PRIu64 ",\"belady_writebacks\":%" PRIu64 ","
+             "\"unmap_waits\":%llu,\"belady_bytes\":%" PRIu64 ",\"belady_fetches\":%" PRIu64 ",\"belady_writebacks\":%" PRIu64 ","
              "\"launches\":%" PRIu64 ",\"launches_host_mapped\":%" PRIu64 ",\"host_mapped_bytes\":%" PRIu64 ","
              "\"iterations\":%" PRIu64 ",\"coverage\":null,\"accuracy\":null,"
              "\"timeliness\":null,\"replay_wall_s\":%.3f,\"replay_max_rss_bytes\":%" PRIu64 ",",
              path, (uint64_t)r.p->budget, (uint64_t)r.p->host_budget, h2d, d2h, policy, sim_s, ideal_s, pct,
              stall_s, t.bytes_h2d, t.bytes_d2h, (unsigned long long)mt_stat_get(fetches),
              (unsigned long long)mt_stat_get(evictions_dirty), (unsigned long long)mt_stat_get(evictions_clean),
-             bel, br.fetches, br.writebacks, r.launches, t.host_mapped_kernels, t.host_mapped_bytes, r.iterations,
+             (unsigned long long)mt_stat_get(unmap_waits), bel, br.fetches, br.writebacks, r.launches, t.host_mapped_kernels, t.host_mapped_bytes, r.iterations,
              wall, rss);
       /* per iteration (from ITER records): simulated and ideal seconds */
       printf("\"iter_sim_s\":[");
