@@ -29,6 +29,8 @@ typedef struct mt_device_info {
   bool models_host_reach; /* no memory behind addresses (virtual clock): a kernel reaching
                            * host copies is modelled, with no mapping, when the pager's
                            * host_map option is on */
+  bool unmap_syncs;       /* cuMemUnmap and cuMemSetAccess may wait for the device, so
+                           * the pager orders them after its own copies (unmapfence.c) */
   int host_numa_node;     /* the GPU's NUMA node, or -1 */
   int ordinal;            /* the device's ordinal (CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) */
   uint64_t ctx;           /* the context the pager works in (CUcontext); 0 = none */

@@ -229,6 +229,10 @@ mt_device_t *_mt_device_cuda_open(void) {
   int numa = -1;
   if (drv->cuDeviceGetAttribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, cd->dev) != CUDA_SUCCESS) numa = -1;
   in->host_numa_node = numa;
+  /* cuda.h marks cuMemUnmap and cuMemSetAccess \note_sync: assume they may
+   * wait for the device until a measurement on a GPU says otherwise
+   * (tools/gpu/move_bench.cu, unmap_waits). */
+  in->unmap_syncs = true;
   /* Try one host-located chunk and a mapping of it: the only reliable test.
    * Quietly: a driver without the feature is not an error. */
   in->host_mappable = false;

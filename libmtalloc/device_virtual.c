@@ -253,6 +253,7 @@ mt_device_t *_mt_vdev_new(const mt_vdev_config_t *cfg) {
   in->host_mappable = false; /* host copies in host memory: copies are classified by range */
   in->models_host_reach = true;
   in->host_numa_node = -1;
+  in->unmap_syncs = cfg->unmap_syncs;
   strcpy(in->name, "virtual clock");
   return &v->base;
 }

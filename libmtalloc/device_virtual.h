@@ -19,6 +19,8 @@ typedef struct mt_vdev_config {
   uint64_t gpu_mem;       /* bytes the device has */
   double h2d_bw, d2h_bw;  /* bytes per second */
   uint64_t copy_latency_ns; /* fixed cost of each copy */
+  bool unmap_syncs;       /* as mt_device_info_t: the pager orders unmaps after its copies;
+                           * the clock itself charges nothing for an unmap */
 } mt_vdev_config_t;
 
 typedef struct mt_vdev_totals {

@@ -77,7 +77,9 @@ int _mt_h2d_drain(mt_pager_t *p, bool count) {
 }
 
 int _mt_unmap_fence(mt_pager_t *p) {
-  if (!p->h2d_unsynced || _mt_capture_active(p)) return 0;
+  /* A device whose unmaps never wait (replay's --unmap-sync off) needs no
+   * order: the unmap cannot stall behind the copies. */
+  if (!p->dev->info.unmap_syncs || !p->h2d_unsynced || _mt_capture_active(p)) return 0;
   int rc = _mt_h2d_drain(p, true);
   return rc < 0 ? rc : 0;
 }

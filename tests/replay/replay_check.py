@@ -54,6 +54,18 @@ check(s["fetches"] >= s["belady_fetches"], "LRU fetches %d >= MIN's %d" % (s["fe
 check(s["bytes_h2d"] == s["fetches"] * 2 * 1024 * 1024, "bytes_h2d counts whole chunks")
 check(0 < s["pct_of_ideal"] < 100, "pct_of_ideal in (0, 100): %g" % s["pct_of_ideal"])
 
+# --unmap-sync off models a driver whose unmaps never wait: the pager then
+# orders nothing after its fetch copies, so it waits no more and moves the
+# same bytes.
+nosync = run("replay", trace, "--gpu-mem", "64M", "--host-mem", "1G", "--pcie-bw", "1G", "--unmap-sync", "off",
+             "--json")
+check(nosync.returncode == 0, "replay with --unmap-sync off: " + nosync.stderr.strip())
+n = json.loads(nosync.stdout)
+check(s["unmap_waits"] > 0, "64 MiB at 1 GB/s orders some unmaps after fetch copies (%d)" % s["unmap_waits"])
+check(n["unmap_waits"] == 0, "--unmap-sync off: no unmap waits (%d)" % n["unmap_waits"])
+check(n["bytes_h2d"] == s["bytes_h2d"] and n["sim_s"] <= s["sim_s"],
+      "--unmap-sync off moves the same bytes, no slower (%g <= %g)" % (n["sim_s"], s["sim_s"]))
+
 one = run("replay", trace, "--gpu-mem", "64M", "--host-mem", "1G", "--iterations", "1", "--json")
 check(one.returncode == 0 and json.loads(one.stdout)["iterations"] == 1, "--iterations 1 stops after one")
 
@@ -77,7 +89,8 @@ check(tiny_off.returncode == 1 and "cannot run" in tiny_off.stderr,
 
 for args, what in [((trace, "--gpu-mem", "12Q"), "bad size"), ((trace, "--policy", "fifo"), "unknown policy"),
                    ((trace, "--pcie-bw", "-3"), "bad bandwidth"), (("/nonexistent",), "missing file"),
-                   ((trace, "--gpu-mem", "1G", "--bogus"), "unknown option")]:
+                   ((trace, "--gpu-mem", "1G", "--bogus"), "unknown option"),
+                   ((trace, "--unmap-sync", "maybe"), "bad --unmap-sync")]:
     r = run("replay", *args)
     check(r.returncode == 2 and r.stderr.strip() != "", what + ": exit 2 with a message")
 

@@ -81,6 +81,10 @@ static void usage(FILE *f) {
           "                        launch larger than --gpu-mem runs with the rest of its\n"
           "                        footprint in host memory, whose bytes cross the h2d link\n"
           "                        during the kernel; off: such a launch cannot run (exit 1)\n"
+          "  --unmap-sync on|off   on (default, as the library runs on the CUDA driver, whose\n"
+          "                        cuMemUnmap may wait for the device): unmaps are ordered\n"
+          "                        after the pager's in-flight fetch copies (unmap_waits);\n"
+          "                        off: a driver whose unmaps never wait, no ordering\n"
           "  --json                one JSON object instead of text\n"
           "  -h, --help            this help\n"
           "\n"
@@ -199,12 +203,13 @@ int mt_cmd_replay(int argc, char **argv) {
     {"predictor", required_argument, 0, 'P'}, {"iterations", required_argument, 0, 'i'},
     {"chunk", required_argument, 0, 'c'},    {"json", no_argument, 0, 'j'},
     {"host-map", required_argument, 0, 'M'},
+    {"unmap-sync", required_argument, 0, 'U'},
     {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
   };
   uint64_t gpu = 0, host = 0, chunk = 0, iters = UINT64_MAX;
   double h2d = 25e9, d2h = 25e9, bw_unused;
   const char *policy = "lru";
-  bool json = false, host_map = true;
+  bool json = false, host_map = true, unmap_sync = true;
   optind = 1;
   int c;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -239,6 +244,11 @@ int mt_cmd_replay(int argc, char **argv) {
       case 'M':
         if (strcmp(optarg, "on") == 0) host_map = true;
         else if (strcmp(optarg, "off") == 0) host_map = false;
+        else bad = 1;
+        break;
+      case 'U':
+        if (strcmp(optarg, "on") == 0) unmap_sync = true;
+        else if (strcmp(optarg, "off") == 0) unmap_sync = false;
         else bad = 1;
         break;
       case 'h': usage(stdout); return 0;
@@ -281,7 +291,8 @@ int mt_cmd_replay(int argc, char **argv) {
   clock_gettime(CLOCK_MONOTONIC, &w0);
   _mt_log_configure(MT_LOG_ERROR, -2);
 
-  mt_vdev_config_t vc = {.gpu_mem = gpu, .h2d_bw = h2d, .d2h_bw = d2h, .copy_latency_ns = 2000};
+  mt_vdev_config_t vc = {.gpu_mem = gpu, .h2d_bw = h2d, .d2h_bw = d2h, .copy_latency_ns = 2000,
+                        .unmap_syncs = unmap_sync};
   replay_t r = {0};
   r.dev = _mt_vdev_new(&vc);
   mt_pager_config_t pc = {.budget = gpu, .host_budget = host, .chunk = chunk,
