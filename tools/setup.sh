@@ -21,6 +21,17 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing >/dev/null
 fi
 
+# PyTorch for the optimizer's exactness test (tests/optim/adam_ref.py
+# generates its reference vectors with it; the test fails without it).
+# Pinned: the bit-exact recipe in libmtalloc/optim/adam.h is checked
+# against this version. PyPI's default wheel (it runs on a CPU; about 4 GB
+# with its CUDA libraries, a few minutes) is installed once.
+torch_version=2.15.0
+if ! python3 -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$torch_version')" 2>/dev/null; then
+  echo "setup: installing torch==$torch_version (PyPI default wheel)"
+  python3 -m pip install -q "torch==$torch_version"
+fi
+
 if [ -f "$build/build.ninja" ]; then
   [ $# -gt 0 ] && meson configure "$build" "$@"
 else

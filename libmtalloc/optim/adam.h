@@ -1,0 +1,131 @@
+/*
+ * adam.h - the AdamW / Adam update kernels of the host optimizer
+ * (libmtalloc/optim/adam.c, adam_kernels.c).
+ *
+ * The concept: one fused pass over a run of elements of one parameter that
+ * reads the gradient and the FP32 master, the first and second moments (and
+ * the AMSGrad maximum), writes them back, and, when the parameter has a
+ * narrower device copy, writes the rounded weight (bf16 or fp16, round to
+ * nearest even) from the block while it is still in L1.
+ *
+ * Exactness: the per-element arithmetic is the one torch.optim.AdamW /
+ * Adam's single-tensor path (foreach=False, fused=False) performs on a CPU
+ * with ATEN_CPU_CAPABILITY=default, operation for operation, in the same
+ * order, with no FMA contraction (the optim folder is built with
+ * -ffp-contract=off, and the vector kernels use separate multiply and add):
+ *
+ *   g = G * clip                       (clip_grad_norm_'s clamped coefficient)
+ *   g = -g                             (maximize)
+ *   p = p * f(1 - lr*wd)               (AdamW, wd != 0)
+ *   g = g + f(wd) * p                  (Adam, wd != 0)
+ *   m = m + f(1-b1) * (g - m)          (lerp_, weight < 0.5; else the other form)
+ *   v = v * f(b2);  v = v + (f(1-b2) * g) * g          (mul_, addcmul_)
+ *   vmax = max(vmax, v); s = vmax or v (amsgrad)
+ *   d = sqrt(s) / f(sqrt(1-b2^t));  d = d + f(eps)
+ *   p = p + (f(-lr/(1-b1^t)) * m) / d                  (addcdiv_)
+ *
+ * where f() rounds a double to float, every scalar is computed in double as
+ * Python computes it, and t is the float32 step count. The three kernels
+ * (scalar, AVX2, AVX-512) give the same bits for every element, tails
+ * included. NaN: max() keeps the first operand unless the second is larger
+ * (x86 maxps), where torch.maximum propagates NaN: exact only for finite
+ * state.
+ *
+ * Threading: kernels are pure functions of their arguments; callers give
+ * each thread a disjoint range.
+ */
+#ifndef MT_OPTIM_ADAM_H
+#define MT_OPTIM_ADAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Device (write-back) dtypes of a parameter. */
+enum {
+  _MT_DT_F32 = 0,  /* no narrower copy: the master is the weight */
+  _MT_DT_BF16 = 1,
+  _MT_DT_F16 = 2,
+};
+
+/* Hyper-parameters, as the Python floats torch holds them (doubles). */
+typedef struct _mt_adam_hp {
+  double lr;            /* learning rate; default 1e-3 */
+  double beta1, beta2;  /* moment decay; default 0.9, 0.999 */
+  double eps;           /* added to the denominator; default 1e-8 */
+  double weight_decay;  /* AdamW: decoupled (1e-2 torch default); Adam: L2 */
+  bool decoupled;       /* true = AdamW, false = Adam */
+  bool amsgrad;
+  bool maximize;
+} _mt_adam_hp_t;
+
+/* The float scalars of one step, computed once per step (adam.c). */
+enum {
+  _MT_ADAM_DECAY = 1u << 0,     /* p *= decay first */
+  _MT_ADAM_L2 = 1u << 1,        /* g += l2 * p */
+  _MT_ADAM_AMSGRAD = 1u << 2,
+  _MT_ADAM_MAXIMIZE = 1u << 3,
+  _MT_ADAM_CLIP = 1u << 4,      /* g *= clip */
+  _MT_ADAM_LERP_BIG = 1u << 5,  /* 1 - beta1 >= 0.5: lerp's other form */
+};
+typedef struct _mt_adam_scalars {
+  unsigned flags;
+  float clip;          /* gradient multiplier */
+  float decay;         /* f(1 - lr*wd) */
+  float l2;            /* f(wd) */
+  float w1;            /* f(1 - beta1), lerp weight */
+  float one_m_w1;      /* 1 - w1 in float (lerp's big-weight form) */
+  float beta2;         /* f(beta2) */
+  float one_m_beta2;   /* f(1 - beta2) */
+  float bc2_sqrt;      /* f(sqrt(1 - beta2^t)) */
+  float eps;           /* f(eps) */
+  float neg_step_size; /* f(-lr / (1 - beta1^t)) */
+} _mt_adam_scalars_t;
+
+/* One parameter's arrays for a kernel call. vmax is NULL unless amsgrad;
+ * out is NULL or a bf16/fp16 array (out_dtype) receiving round(p). */
+typedef struct _mt_adam_args {
+  float *p;
+  const float *g;
+  float *m, *v, *vmax;
+  void *out;
+  int out_dtype;
+} _mt_adam_args_t;
+
+typedef void (*_mt_adam_kernel_fn)(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
+                                   size_t begin, size_t end);
+
+/* Kernel choices; AUTO takes the widest the CPU supports. */
+typedef enum _mt_adam_isa {
+  _MT_ISA_AUTO = 0,
+  _MT_ISA_SCALAR = 1,
+  _MT_ISA_AVX2 = 2,
+  _MT_ISA_AVX512 = 3,
+} _mt_adam_isa_t;
+
+// adam.c
+/* Fills *s for step number step (1-based, counted as torch counts it, in
+ * float32) with gradient multiplier clip (1 = none). 0 or -EINVAL on a
+ * hyper-parameter torch rejects (lr < 0, eps < 0, beta outside [0, 1)). */
+int _mt_adam_scalars(const _mt_adam_hp_t *hp, float step, float clip, _mt_adam_scalars_t *s);
+/* torch.nn.utils.clip_grad_norm_'s clamped coefficient from the total norm
+ * (computed by the caller): min(f(max_norm) / (total_norm + f(1e-6)), 1) in
+ * float, as torch computes it on a float32 norm. */
+float _mt_adam_clip_coef(float total_norm, double max_norm);
+/* The kernel for isa; NULL when this CPU (or this build) lacks it. */
+_mt_adam_kernel_fn _mt_adam_kernel(_mt_adam_isa_t isa);
+/* The name of an isa ("scalar", "avx2", "avx512", "auto"). */
+const char *_mt_adam_isa_name(_mt_adam_isa_t isa);
+/* Round to nearest even, as c10::BFloat16 / c10::Half do (NaN -> quiet NaN). */
+uint16_t _mt_f32_to_bf16(float f);
+uint16_t _mt_f32_to_f16(float f);
+
+// adam_kernels.c
+void _mt_adam_kernel_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,
+                            size_t end);
+void _mt_adam_kernel_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,
+                          size_t end);
+void _mt_adam_kernel_avx512(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,
+                            size_t end);
+
+#endif
