@@ -134,3 +134,26 @@ uint16_t _mt_f32_to_f16(float f) {
   ax -= 112u << 23; /* exponent bias 127 -> 15 */
   return sign | (uint16_t)(ax >> 13);
 }
+
+float _mt_bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+float _mt_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
+  if (e == 0x1f) {
+    u = sign | 0x7f800000u | (m << 13);
+  } else if (e != 0) {
+    u = sign | ((e + 112) << 23) | (m << 13);
+  } else { /* subnormal or zero: m * 2^-24, exact in float */
+    float f = (float)m * 0x1p-24f;
+    memcpy(&u, &f, 4);
+    u |= sign;
+  }
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}

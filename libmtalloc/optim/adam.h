@@ -119,6 +119,9 @@ const char *_mt_adam_isa_name(_mt_adam_isa_t isa);
 /* Round to nearest even, as c10::BFloat16 / c10::Half do (NaN -> quiet NaN). */
 uint16_t _mt_f32_to_bf16(float f);
 uint16_t _mt_f32_to_f16(float f);
+/* Exact widening. */
+float _mt_bf16_to_f32(uint16_t h);
+float _mt_f16_to_f32(uint16_t h);
 
 // adam_kernels.c
 void _mt_adam_kernel_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,
