@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec.h"
 #include "optim.h"
 #include "pool.h"
 
@@ -35,7 +36,9 @@ typedef struct param {
   size_t n;
   const float *grad;
   float *master;   /* == weights for F32 */
-  float *m, *v, *vmax;
+  float *m, *v, *vmax;  /* FP32 state; m, v NULL when quantised */
+  _mt_qtensor_t qm, qv; /* quantised state (codec != none, n >= _MT_CODEC_MIN_ELEMS) */
+  int quant;
   float step;      /* torch's float32 step count */
   _mt_adam_scalars_t sc; /* this step's scalars */
 } param_t;
@@ -71,8 +74,10 @@ int _mt_optim_create(const _mt_optim_cfg_t *cfg, _mt_optim_t **out) {
   _mt_adam_kernel_fn k = _mt_adam_kernel(cfg->isa);
   if (k == NULL)
     return -ENOTSUP;
-  if (cfg->codec != _MT_CODEC_NONE)
-    return -ENOTSUP; /* codec.c is not wired into the step yet */
+  if (cfg->codec != _MT_CODEC_NONE && cfg->hp.amsgrad)
+    return -ENOTSUP; /* the quantised kernel keeps no AMSGrad maximum */
+  if ((unsigned)cfg->codec > _MT_CODEC_2BIT)
+    return -EINVAL;
   _mt_optim_t *o = calloc(1, sizeof(*o));
   if (o == NULL)
     return -ENOMEM;
@@ -98,6 +103,8 @@ void _mt_optim_destroy(_mt_optim_t *o) {
     free(p->m);
     free(p->v);
     free(p->vmax);
+    _mt_qtensor_free(&p->qm);
+    _mt_qtensor_free(&p->qv);
   }
   free(o->params);
   free(o->tasks);
@@ -119,14 +126,25 @@ int _mt_optim_add(_mt_optim_t *o, void *weights, size_t count, int dtype, const 
     o->cap = cap;
   }
   param_t p = {.weights = weights, .dtype = dtype, .n = count, .grad = grad};
-  p.m = alloc_floats(count);
-  p.v = alloc_floats(count);
-  p.vmax = o->cfg.hp.amsgrad ? alloc_floats(count) : NULL;
+  static const int bits[] = {0, 8, 4, 2};
+  p.quant = o->cfg.codec != _MT_CODEC_NONE && count >= _MT_CODEC_MIN_ELEMS;
+  bool ok;
+  if (p.quant) {
+    ok = _mt_qtensor_alloc(&p.qm, count, bits[o->cfg.codec], 1) == 0 &&
+         _mt_qtensor_alloc(&p.qv, count, bits[o->cfg.codec], 0) == 0;
+  } else {
+    p.m = alloc_floats(count);
+    p.v = alloc_floats(count);
+    p.vmax = o->cfg.hp.amsgrad ? alloc_floats(count) : NULL;
+    ok = p.m != NULL && p.v != NULL && (!o->cfg.hp.amsgrad || p.vmax != NULL);
+  }
   p.master = dtype == _MT_DT_F32 ? weights : alloc_floats(count);
-  if (p.m == NULL || p.v == NULL || p.master == NULL || (o->cfg.hp.amsgrad && p.vmax == NULL)) {
+  if (!ok || p.master == NULL) {
     free(p.m);
     free(p.v);
     free(p.vmax);
+    _mt_qtensor_free(&p.qm);
+    _mt_qtensor_free(&p.qv);
     if (p.master != weights)
       free(p.master);
     return -ENOMEM;
@@ -154,7 +172,10 @@ static void run_task(void *arg, size_t t) {
   _mt_adam_args_t a = {.p = p->master, .g = p->grad, .m = p->m, .v = p->v, .vmax = p->vmax,
                        .out = p->dtype == _MT_DT_F32 ? NULL : p->weights,
                        .out_dtype = p->dtype};
-  o->kernel(&p->sc, &a, tk->begin, tk->end);
+  if (p->quant)
+    _mt_adam_kernel_q(&p->sc, &a, &p->qm, &p->qv, tk->begin, tk->end);
+  else
+    o->kernel(&p->sc, &a, tk->begin, tk->end);
 }
 
 static int add_tasks(_mt_optim_t *o, int i) {
