@@ -223,3 +223,27 @@ void _mt_optim_wait(_mt_optim_t *o) {
   _mt_pool_wait(o->pool);
   o->in_flight = false;
 }
+
+const _mt_optim_cfg_t *_mt_optim_cfg(const _mt_optim_t *o) {
+  return &o->cfg;
+}
+
+int _mt_optim_busy(const _mt_optim_t *o) {
+  return o->in_flight;
+}
+
+void _mt_optim_view(_mt_optim_t *o, int param, _mt_optim_view_t *out) {
+  param_t *p = &o->params[param];
+  *out = (_mt_optim_view_t){.n = p->n, .dtype = p->dtype, .quant = p->quant, .step = &p->step,
+                            .master = p->master, .m = p->m, .v = p->v, .vmax = p->vmax,
+                            .qm = &p->qm, .qv = &p->qv};
+}
+
+void _mt_optim_refresh_weights(_mt_optim_t *o, int param) {
+  param_t *p = &o->params[param];
+  if (p->dtype == _MT_DT_F32)
+    return;
+  uint16_t *w = p->weights;
+  for (size_t i = 0; i < p->n; i++)
+    w[i] = p->dtype == _MT_DT_BF16 ? _mt_f32_to_bf16(p->master[i]) : _mt_f32_to_f16(p->master[i]);
+}

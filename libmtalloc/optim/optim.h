@@ -46,5 +46,36 @@ int _mt_optim_step(_mt_optim_t *o, int param, float clip);
 /* Waits for the step in flight. */
 void _mt_optim_wait(_mt_optim_t *o);
 int _mt_optim_threads(const _mt_optim_t *o);
+const _mt_optim_cfg_t *_mt_optim_cfg(const _mt_optim_t *o);
+/* Whether a step is in flight. */
+int _mt_optim_busy(const _mt_optim_t *o);
+
+/* One parameter's state, for the checkpoint codec (checkpoint.c): pointers
+ * into the optimizer's own memory, valid until _mt_optim_destroy. */
+struct _mt_qtensor;
+typedef struct _mt_optim_view {
+  size_t n;
+  int dtype;
+  int quant;          /* 1: qm/qv hold m and v */
+  float *step;        /* the float32 step count */
+  float *master;
+  float *m, *v, *vmax; /* FP32 state; vmax NULL without amsgrad */
+  struct _mt_qtensor *qm, *qv;
+} _mt_optim_view_t;
+void _mt_optim_view(_mt_optim_t *o, int param, _mt_optim_view_t *out);
+/* Rewrites a bf16/fp16 parameter's weights from its master (after a load). */
+void _mt_optim_refresh_weights(_mt_optim_t *o, int param);
+
+// checkpoint.c
+/* Saves every parameter's master, state and step count to path (written
+ * to path.tmp, fsync'ed, renamed: a crash leaves the old file). Format:
+ * checkpoint.c. 0 or -errno; on error err holds "PATH: what". */
+int _mt_optim_save(_mt_optim_t *o, const char *path, char *err, size_t errlen);
+/* Loads a checkpoint saved from an optimizer with the same parameters
+ * (count, sizes, dtypes), codec and amsgrad setting. The whole file is
+ * checked (structure, then checksum) before anything is copied, so on any
+ * error nothing is loaded; err holds "PATH: byte N: what". 0 or -errno
+ * (-EINVAL bad or mismatched file, -EBUSY step in flight, -EIO ...). */
+int _mt_optim_load(_mt_optim_t *o, const char *path, char *err, size_t errlen);
 
 #endif
