@@ -43,6 +43,12 @@
 
 /* maps[bits_index][signed] with 2^bits ascending entries */
 static float map8[2][256], map4[2][16], map2[2][4];
+/* Encoding guesses: for the top 16 bits of a normalised value's float
+ * encoding (sign, exponent, 7 mantissa bits), the nearest code of the
+ * bucket's first value. encode starts there and walks to the true nearest
+ * entry (a step or two at most), instead of a branchy binary search per
+ * element. 64 KiB per map. */
+static uint8_t lut8[2][65536], lut4[2][65536], lut2[2][65536];
 static pthread_once_t maps_once = PTHREAD_ONCE_INIT;
 
 static int cmp_float(const void *a, const void *b) {
@@ -80,12 +86,42 @@ static void build(float *out, int bits, int is_signed) {
   qsort(out, (size_t)cnt, sizeof(float), cmp_float);
 }
 
+static unsigned nearest(const float *map, unsigned len, float x);
+
+static void build_lut(uint8_t *lut, const float *map, unsigned len) {
+  for (uint32_t u = 0; u < 65536; u++) {
+    uint32_t bits = u << 16;
+    float x;
+    memcpy(&x, &bits, 4);
+    lut[u] = x == x ? (uint8_t)nearest(map, len, x) : 0;
+  }
+}
+
 static void build_all(void) {
   for (int s = 0; s < 2; s++) {
     build(map8[s], 8, s);
     build(map4[s], 4, s);
     build(map2[s], 2, s);
+    build_lut(lut8[s], map8[s], 256);
+    build_lut(lut4[s], map4[s], 16);
+    build_lut(lut2[s], map2[s], 4);
   }
+}
+
+static const uint8_t *lut_of(int bits, int is_signed) {
+  return bits == 8 ? lut8[is_signed] : bits == 4 ? lut4[is_signed] : lut2[is_signed];
+}
+
+/* The nearest entry to x (ties: lower), starting from the LUT's guess. */
+static inline unsigned nearest_fast(const float *map, const uint8_t *lut, unsigned len, float x) {
+  uint32_t bits;
+  memcpy(&bits, &x, 4);
+  unsigned c = lut[bits >> 16];
+  while (c + 1 < len && x - map[c] > map[c + 1] - x)
+    c++;
+  while (c > 0 && x - map[c - 1] <= map[c] - x)
+    c--;
+  return c;
 }
 
 const float *_mt_codec_map(int bits, int is_signed) {
@@ -166,7 +202,7 @@ static inline void put_code(_mt_qtensor_t *q, size_t i, unsigned c) {
 }
 
 /* Nearest entry of an ascending map of len entries to x (ties: lower). */
-static inline unsigned nearest(const float *map, unsigned len, float x) {
+static unsigned nearest(const float *map, unsigned len, float x) {
   unsigned lo = 0, hi = len - 1;
   while (hi - lo > 1) {
     unsigned mid = (lo + hi) / 2;
@@ -181,6 +217,7 @@ static inline unsigned nearest(const float *map, unsigned len, float x) {
 /* One block [b, e) of q from x[0, e-b): scale = absmax. */
 static void encode_block(_mt_qtensor_t *q, const float *map, unsigned len, const float *x,
                          size_t b, size_t e) {
+  const uint8_t *lut = lut_of(q->bits, q->is_signed);
   float amax = 0;
   for (size_t i = 0; i < e - b; i++) {
     float a = fabsf(x[i]);
@@ -189,7 +226,7 @@ static void encode_block(_mt_qtensor_t *q, const float *map, unsigned len, const
   q->scales[b / _MT_CODEC_BLOCK] = amax;
   /* divide, not multiply by a reciprocal: x == amax must land on 1.0 exactly */
   for (size_t i = b; i < e; i++)
-    put_code(q, i, amax > 0 ? nearest(map, len, x[i - b] / amax) : nearest(map, len, 0.0f));
+    put_code(q, i, nearest_fast(map, lut, len, amax > 0 ? x[i - b] / amax : 0.0f));
 }
 
 static void decode_block(const _mt_qtensor_t *q, const float *map, float *x, size_t b, size_t e) {
