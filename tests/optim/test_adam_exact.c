@@ -158,5 +158,21 @@ int main(int argc, char **argv) {
     }
   }
   printf("test_adam_exact: %d comparisons, %d failed\n", compared, fails);
+  fclose(ref);
+  for (uint32_t i = 0; i < nsz; i++) {
+    free(p0[i]);
+    free(grads[i]);
+  }
+  free(p0);
+  free(grads);
+  free(sizes);
+  free(p);
+  free(m);
+  free(v);
+  free(vm);
+  free(want);
+  free(out);
+  free(want16);
+  free(clips);
   return fails ? 1 : 0;
 }
