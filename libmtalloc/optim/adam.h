@@ -25,7 +25,23 @@
  *   p = p + (f(-lr/(1-b1^t)) * m) / d                  (addcdiv_)
  *
  * where f() rounds a double to float, every scalar is computed in double as
- * Python computes it, and t is the float32 step count. The three kernels
+ * Python computes it, and t is the float32 step count.
+ *
+ * The recipe, as checked (tests/optim/adam_ref.py + test_adam_exact): torch
+ * 2.15.0 (PyPI default wheel, GCC 13 build) with ATEN_CPU_CAPABILITY=default,
+ * whose CPU kernels never fuse a multiply-add. Under ATEN_CPU_CAPABILITY=avx2
+ * the same wheel contracts lerp_ and addcmul_ into FMAs (m and v then differ
+ * in the last bit, even on one-element tensors), so the reference is pinned
+ * to default. One op is not reproducible from source: torch's CPU float32
+ * sqrt goes through MKL's VML (vsSqrt), which is not correctly rounded (one
+ * ulp off for about 15% of inputs; mkl 2024.2's vmsSqrt, called directly,
+ * gives torch's bits on this CPU). The kernels use IEEE sqrt, and the
+ * reference replaces Tensor.sqrt with the correctly rounded one: against
+ * stock torch, p differs by the sqrt's ulp where it rounds differently
+ * (AdamW's m, v and vmax never depend on p and match stock torch exactly;
+ * Adam's L2 term carries p's difference into them). Gradient clipping: the clamped
+ * coefficient torch applied is passed in (g * clip, as clip_grad_norm_'s
+ * mul_); the global norm itself is not recomputed here. The three kernels
  * (scalar, AVX2, AVX-512) give the same bits for every element, tails
  * included. NaN: max() keeps the first operand unless the second is larger
  * (x86 maxps), where torch.maximum propagates NaN: exact only for finite

@@ -3,10 +3,12 @@
  * masters and Adam state, and the step that runs them on the pool.
  *
  * The concept: a step is one pool job. Every registered parameter stepped
- * is cut into tasks of TASK_ELEMS elements (a multiple of the codecs' 128-
- * element blocks, about 1.4 MiB of traffic over the five arrays: sized for
- * a core's L2, so the kernel's BLOCK-sized fused passes inside it stream
- * and the task's write-back hits cache); workers take tasks in order.
+ * is cut into tasks of TASK_ELEMS (64K) elements, a multiple of the codecs'
+ * 128-element blocks and large enough (1.75 MiB of FP32 traffic) that
+ * handing out a task costs nothing next to running it; inside a task the
+ * kernel makes one fused pass per cache-sized block (adam_kernels.c,
+ * 2048 elements, about 40 KiB of arrays) and writes the device copy from
+ * that block while it is in L1. Workers take tasks in order.
  *
  * Invariants: parameters are only added while no step is in flight; the
  * per-step scalars (adam.c) are computed on the submitting thread for each
