@@ -16,7 +16,10 @@
  *
  * Threading: all functions are pure; safe from any thread.
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
+#include <pthread.h>
 #include <math.h>
 #include <string.h>
 
@@ -156,4 +159,32 @@ float _mt_f16_to_f32(uint16_t h) {
   float f;
   memcpy(&f, &u, 4);
   return f;
+}
+
+/* vmsSqrt(MKL_INT n, const float *a, float *r, MKL_INT64 mode), LP64 */
+typedef void (*vms_fn)(int n, const float *a, float *r, long long mode);
+static vms_fn mkl_vms;
+
+static void mkl_sqrt(size_t n, const float *in, float *out) {
+  enum { VML_HA = 0x2, VML_FTZDAZ_OFF = 0x140000, VML_ERRMODE_IGNORE = 0x100 };
+  while (n > 0) {
+    int k = n > INT_MAX ? INT_MAX : (int)n;
+    mkl_vms(k, in, out, VML_HA | VML_FTZDAZ_OFF | VML_ERRMODE_IGNORE);
+    n -= (size_t)k;
+    in += k;
+    out += k;
+  }
+}
+
+_mt_sqrt_fn _mt_adam_mkl_sqrt(const char *path) {
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&lock);
+  if (mkl_vms == NULL) {
+    void *h = dlopen(path ? path : "libmkl_rt.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (h != NULL)
+      *(void **)&mkl_vms = dlsym(h, "vmsSqrt"); /* h stays open: mkl_vms points into it */
+  }
+  vms_fn f = mkl_vms;
+  pthread_mutex_unlock(&lock);
+  return f ? mkl_sqrt : NULL;
 }

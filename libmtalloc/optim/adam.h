@@ -34,11 +34,13 @@
  * in the last bit, even on one-element tensors), so the reference is pinned
  * to default. One op is not reproducible from source: torch's CPU float32
  * sqrt goes through MKL's VML (vsSqrt), which is not correctly rounded (one
- * ulp off for about 15% of inputs; mkl 2024.2's vmsSqrt, called directly,
- * gives torch's bits on this CPU). The kernels use IEEE sqrt, and the
- * reference replaces Tensor.sqrt with the correctly rounded one: against
- * stock torch, p differs by the sqrt's ulp where it rounds differently
- * (AdamW's m, v and vmax never depend on p and match stock torch exactly;
+ * ulp off for about 15% of inputs). The SIMD kernels use IEEE sqrt and
+ * match torch with Tensor.sqrt replaced by the correctly rounded one; the
+ * two-pass kernel (_mt_adam_kernel_vsqrt) with MKL's own vmsSqrt
+ * (_mt_adam_mkl_sqrt: mkl==2024.2.0, the MKL torch 2.15.0 links, in
+ * aten's mode) matches stock torch bit for bit. Against stock torch the
+ * IEEE-sqrt kernels differ in p by the sqrt's ulp where it rounds
+ * differently (AdamW's m, v and vmax never depend on p and still match;
  * Adam's L2 term carries p's difference into them). Gradient clipping: the clamped
  * coefficient torch applied is passed in (g * clip, as clip_grad_norm_'s
  * mul_); the global norm itself is not recomputed here. The three kernels
@@ -139,7 +141,20 @@ uint16_t _mt_f32_to_f16(float f);
 float _mt_bf16_to_f32(uint16_t h);
 float _mt_f16_to_f32(uint16_t h);
 
+/* A vector square root over n floats (in and out may alias). */
+typedef void (*_mt_sqrt_fn)(size_t n, const float *in, float *out);
+/* MKL's VML vsSqrt in the mode aten calls it (VML_HA | VML_FTZDAZ_OFF |
+ * VML_ERRMODE_IGNORE), from libmkl_rt at path (NULL: "libmkl_rt.so.2" on
+ * the loader's path), dlopen'ed on first use; NULL if it cannot be loaded.
+ * With it, _mt_adam_kernel_vsqrt reproduces stock torch's bits. */
+_mt_sqrt_fn _mt_adam_mkl_sqrt(const char *path);
+
 // adam_kernels.c
+/* The scalar kernel with the square root taken from sq, block by block:
+ * pass 1 updates g, p (decay), m, v, vmax and collects the sqrt operands
+ * of a block; sq; pass 2 finishes d and p. Same operations, same order. */
+void _mt_adam_kernel_vsqrt(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,
+                           size_t end, _mt_sqrt_fn sq);
 void _mt_adam_kernel_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,
                             size_t end);
 void _mt_adam_kernel_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,

@@ -83,6 +83,52 @@ void _mt_adam_kernel_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t *
   }
 }
 
+void _mt_adam_kernel_vsqrt(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,
+                           size_t end, _mt_sqrt_fn sq) {
+  const unsigned f = s->flags;
+  float r[BLOCK];
+  for (size_t b = begin; b < end; b += BLOCK) {
+    size_t e = end - b < BLOCK ? end : b + BLOCK;
+    for (size_t i = b; i < e; i++) { /* step1 up to the square root */
+      float g = a->g[i];
+      if (f & _MT_ADAM_CLIP)
+        g = g * s->clip;
+      if (f & _MT_ADAM_MAXIMIZE)
+        g = -g;
+      float p = a->p[i];
+      if (f & _MT_ADAM_DECAY)
+        p = p * s->decay;
+      if (f & _MT_ADAM_L2)
+        g = g + s->l2 * p;
+      float m = a->m[i];
+      if (f & _MT_ADAM_LERP_BIG)
+        m = g - (g - m) * s->one_m_w1;
+      else
+        m = m + s->w1 * (g - m);
+      float v = a->v[i] * s->beta2;
+      v = v + (s->one_m_beta2 * g) * g;
+      float sv = v;
+      if (f & _MT_ADAM_AMSGRAD) {
+        float vm = a->vmax[i];
+        vm = vm > v ? vm : v;
+        a->vmax[i] = vm;
+        sv = vm;
+      }
+      a->m[i] = m;
+      a->v[i] = v;
+      a->p[i] = p; /* decayed; pass 2 adds the update */
+      r[i - b] = sv;
+    }
+    sq(e - b, r, r);
+    for (size_t i = b; i < e; i++) {
+      float d = r[i - b] / s->bc2_sqrt;
+      d = d + s->eps;
+      a->p[i] = a->p[i] + (s->neg_step_size * a->m[i]) / d;
+    }
+    write_back(a, b, e);
+  }
+}
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 

@@ -9,8 +9,14 @@
  * for bit. A kernel the CPU lacks is named as not run. Any difference:
  * exit 1 with the set, size, array and first index.
  *
- *   test_adam_exact REFFILE
+ * The block-wise two-pass kernel (_mt_adam_kernel_vsqrt) runs too, with
+ * IEEE sqrt; with --mkl LIB (a reference made with torch's own sqrt,
+ * adam_ref.py --sqrt=torch) it runs alone, with MKL's vmsSqrt from LIB,
+ * and must match stock torch bit for bit.
+ *
+ *   test_adam_exact [--mkl LIBMKL_RT] REFFILE
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,10 +64,34 @@ static int compare(const char *what, const void *got, const void *want, size_t n
   return 1;
 }
 
+static void ieee_sqrt(size_t n, const float *in, float *out) {
+  for (size_t i = 0; i < n; i++)
+    out[i] = sqrtf(in[i]);
+}
+
+static _mt_sqrt_fn vsqrt;
+
+/* The two-pass kernel with vsqrt, as a kernel. */
+static void kernel_vsqrt(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,
+                         size_t end) {
+  _mt_adam_kernel_vsqrt(s, a, begin, end, vsqrt);
+}
+
 int main(int argc, char **argv) {
+  const char *mkl = NULL;
+  if (argc == 4 && strcmp(argv[1], "--mkl") == 0) {
+    mkl = argv[2];
+    argv += 2;
+    argc -= 2;
+  }
   if (argc != 2) {
-    fprintf(stderr, "usage: test_adam_exact REFFILE\n");
+    fprintf(stderr, "usage: test_adam_exact [--mkl LIBMKL_RT] REFFILE\n");
     return 2;
+  }
+  vsqrt = ieee_sqrt;
+  if (mkl != NULL && (vsqrt = _mt_adam_mkl_sqrt(mkl)) == NULL) {
+    fprintf(stderr, "test_adam_exact: FAIL: cannot load vmsSqrt from %s\n", mkl);
+    return 1;
   }
   ref_path = argv[1];
   ref = fopen(ref_path, "rb");
@@ -95,7 +125,9 @@ int main(int argc, char **argv) {
   uint16_t *out = xmalloc(maxn * 2), *want16 = xmalloc(maxn * 2 * 2);
   float *clips = xmalloc(steps * sizeof(float));
 
-  static const _mt_adam_isa_t isas[] = {_MT_ISA_SCALAR, _MT_ISA_AVX2, _MT_ISA_AVX512};
+  /* index 3: the two-pass kernel with vsqrt; with --mkl, only that */
+  static const _mt_adam_isa_t isas[] = {_MT_ISA_SCALAR, _MT_ISA_AVX2, _MT_ISA_AVX512,
+                                        _MT_ISA_SCALAR};
   int fails = 0, compared = 0;
   for (uint32_t set = 0; set < nsets; set++) {
     double d[6];
@@ -111,8 +143,11 @@ int main(int argc, char **argv) {
       rd(want, n * 4 * 4);
       rd(want16, n * 2 * 2);
       for (unsigned k = 0; k < sizeof(isas) / sizeof(isas[0]); k++) {
-        _mt_adam_kernel_fn fn = _mt_adam_kernel(isas[k]);
-        const char *name = _mt_adam_isa_name(isas[k]);
+        if (mkl != NULL && k != 3)
+          continue;
+        _mt_adam_kernel_fn fn = k == 3 ? kernel_vsqrt : _mt_adam_kernel(isas[k]);
+        const char *name = k < 3 ? _mt_adam_isa_name(isas[k]) : mkl ? "two-pass+mkl-sqrt"
+                                                                     : "two-pass+ieee-sqrt";
         if (fn == NULL) {
           if (set == 0 && i == 0)
             printf("kernel %s: not run (this CPU lacks it)\n", name);
