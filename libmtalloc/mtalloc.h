@@ -99,7 +99,8 @@ MT_API void mt_torch_free(void *ptr, size_t size, int device, void *stream);
  * Exactness: with FP32 state the update is bit-identical to
  * torch.optim.AdamW / Adam (foreach=False, fused=False, torch 2.15.0,
  * ATEN_CPU_CAPABILITY=default) except that torch's CPU float32 sqrt is
- * MKL's and not correctly rounded; see libmtalloc/optim/adam.h.
+ * MKL's and not correctly rounded: MT_OPTIM_KERNEL_TORCH_MKL takes it from
+ * MKL too and matches exactly; see libmtalloc/optim/adam.h.
  * Not thread-safe: one owner thread per optimizer. */
 typedef struct mt_optim mt_optim_t;
 
@@ -114,6 +115,9 @@ enum { /* mt_optim_params_t.kernel */
   MT_OPTIM_KERNEL_SCALAR = 1,
   MT_OPTIM_KERNEL_AVX2 = 2,
   MT_OPTIM_KERNEL_AVX512 = 3,
+  /* bit-identical to stock torch 2.15.0: square roots from MKL's vmsSqrt
+   * (libmkl_rt.so.2 on the loader's path, mkl==2024.2.0); -ENOTSUP without */
+  MT_OPTIM_KERNEL_TORCH_MKL = 4,
 };
 enum { /* mt_optim_params_t.state */
   MT_OPTIM_STATE_DEFAULT = -1, /* MT_OPTIMIZER_COMPRESSION */

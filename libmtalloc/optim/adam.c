@@ -91,7 +91,12 @@ static bool isa_ok(_mt_adam_isa_t isa) {
 #endif
 }
 
+static void kernel_mkl(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,
+                       size_t end);
+
 _mt_adam_kernel_fn _mt_adam_kernel(_mt_adam_isa_t isa) {
+  if (isa == _MT_ISA_MKL)
+    return _mt_adam_mkl_sqrt(NULL) != NULL ? kernel_mkl : NULL;
   if (isa == _MT_ISA_AUTO)
     isa = isa_ok(_MT_ISA_AVX512) ? _MT_ISA_AVX512 : isa_ok(_MT_ISA_AVX2) ? _MT_ISA_AVX2 : _MT_ISA_SCALAR;
   if (!isa_ok(isa))
@@ -107,8 +112,8 @@ _mt_adam_kernel_fn _mt_adam_kernel(_mt_adam_isa_t isa) {
 }
 
 const char *_mt_adam_isa_name(_mt_adam_isa_t isa) {
-  static const char *const names[] = {"auto", "scalar", "avx2", "avx512"};
-  return (unsigned)isa < 4 ? names[isa] : "?";
+  static const char *const names[] = {"auto", "scalar", "avx2", "avx512", "mkl"};
+  return (unsigned)isa < 5 ? names[isa] : "?";
 }
 
 uint16_t _mt_f32_to_bf16(float f) {
@@ -187,4 +192,10 @@ _mt_sqrt_fn _mt_adam_mkl_sqrt(const char *path) {
   vms_fn f = mkl_vms;
   pthread_mutex_unlock(&lock);
   return f ? mkl_sqrt : NULL;
+}
+
+/* Handed out only after _mt_adam_mkl_sqrt succeeded, so mkl_vms is set. */
+static void kernel_mkl(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,
+                       size_t end) {
+  _mt_adam_kernel_vsqrt(s, a, begin, end, mkl_sqrt);
 }

@@ -119,6 +119,7 @@ typedef enum _mt_adam_isa {
   _MT_ISA_SCALAR = 1,
   _MT_ISA_AVX2 = 2,
   _MT_ISA_AVX512 = 3,
+  _MT_ISA_MKL = 4, /* the two-pass kernel with MKL's vmsSqrt: stock torch's bits */
 } _mt_adam_isa_t;
 
 // adam.c
@@ -130,7 +131,8 @@ int _mt_adam_scalars(const _mt_adam_hp_t *hp, float step, float clip, _mt_adam_s
  * (computed by the caller): min(f(max_norm) / (total_norm + f(1e-6)), 1) in
  * float, as torch computes it on a float32 norm. */
 float _mt_adam_clip_coef(float total_norm, double max_norm);
-/* The kernel for isa; NULL when this CPU (or this build) lacks it. */
+/* The kernel for isa; NULL when this CPU (or this build) lacks it, or, for
+ * _MT_ISA_MKL, when libmkl_rt.so.2 is not on the loader's path. */
 _mt_adam_kernel_fn _mt_adam_kernel(_mt_adam_isa_t isa);
 /* The name of an isa ("scalar", "avx2", "avx512", "auto"). */
 const char *_mt_adam_isa_name(_mt_adam_isa_t isa);

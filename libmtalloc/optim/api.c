@@ -27,7 +27,7 @@ MT_API void mt_optim_defaults(mt_optim_params_t *p) {
 
 MT_API int mt_optim_create(const mt_optim_params_t *p, mt_optim_t **out) {
   _mt_options_init();
-  if (p->kernel < MT_OPTIM_KERNEL_AUTO || p->kernel > MT_OPTIM_KERNEL_AVX512 ||
+  if (p->kernel < MT_OPTIM_KERNEL_AUTO || p->kernel > MT_OPTIM_KERNEL_TORCH_MKL ||
       p->state < MT_OPTIM_STATE_DEFAULT || p->state > MT_OPTIM_STATE_2BIT || p->threads < 0)
     return -EINVAL;
   /* the option's choice index is none|8bit|4bit|2bit, the same order */

@@ -85,5 +85,19 @@ int main(int argc, char **argv) {
   printf("corrupt checkpoint: %s\n", mt_optim_error(o));
   remove(path);
   mt_optim_destroy(o);
+
+  /* the MKL kernel: available where libmkl_rt.so.2 loads, refused cleanly
+   * otherwise (test_adam_exact proves its bits) */
+  p.kernel = MT_OPTIM_KERNEL_TORCH_MKL;
+  p.state = MT_OPTIM_STATE_FP32;
+  int rc = mt_optim_create(&p, &o);
+  CHECK(rc == 0 || rc == -ENOTSUP, "TORCH_MKL kernel: %d", rc);
+  if (rc == 0) {
+    CHECK(mt_optim_register(o, w, N, MT_DTYPE_F32, g) == 0, "register");
+    CHECK(mt_optim_step(o, -1, 1.0f) == 0, "step");
+    mt_optim_wait(o);
+    mt_optim_destroy(o);
+  }
+  printf("TORCH_MKL kernel: %s\n", rc == 0 ? "loaded and stepped" : "libmkl_rt.so.2 not on the loader path");
   return 0;
 }
