@@ -97,13 +97,15 @@ typedef enum mt_opt_type {
   X(PREFETCH_DEPTH, INT, "8", 0, 1024, "", "launches",                             \
     "not used yet (predictor issue): how many predicted launches ahead to prefetch")                 \
   X(THREADS, INT, "0", 0, 1024, "", "threads",                                     \
-    "not used yet (host optimizer): host worker threads; 0 = one per online CPU")                                 \
+    "not used yet (host optimizer, C API only, not wired to PyTorch): worker threads; " \
+    "0 = the CPUs of the NUMA node less one, at least 1")                                 \
   X(NUMA_NODE, INT, "-1", -1, 1023, "", "node",                                    \
     "NUMA node of host copies (when host-mapped); -1 = the GPU's node")                       \
   X(OPTIMIZER, CHOICE, "off", 0, 0, "off", "",                                     \
     "host optimizer; off = the framework runs its own optimizer on the GPU")       \
-  X(OPTIMIZER_COMPRESSION, CHOICE, "none", 0, 0, "none", "",                       \
-    "storage format of host optimizer state")                                      \
+  X(OPTIMIZER_COMPRESSION, CHOICE, "none", 0, 0, "none|8bit|4bit|2bit", "",       \
+    "storage format of host optimizer state (C API only, not wired to PyTorch yet): " \
+    "FP32, or block-wise 8/4-bit m and v (2bit: experimental); tensors under 4096 elements stay FP32")                                      \
   X(SHOW_CONFIG, BOOL, "off", 0, 0, "", "",                                        \
     "print the effective options table at start")
 
@@ -117,7 +119,7 @@ typedef enum mt_opt {
 /* Options whose component is not built yet: setting one draws a warning. */
 #define MT_OPTIONS_NOT_USED_YET                                                    \
   {MT_OPT_OFFLOAD_DIR, MT_OPT_MAX_NVME, MT_OPT_NVME_QUEUE_DEPTH, MT_OPT_NVME_REQUEST,      \
-   MT_OPT_PREFETCH_DEPTH, MT_OPT_THREADS}
+   MT_OPT_PREFETCH_DEPTH, MT_OPT_THREADS, MT_OPT_OPTIMIZER_COMPRESSION}
 
 /* Reads every option once from the process environment (environ, read
  * directly: safe inside a preloaded library's constructor). Idempotent and

@@ -84,6 +84,95 @@ MT_API void mt_mark_iteration(void);
 MT_API void *mt_torch_malloc(size_t size, int device, void *stream);
 MT_API void mt_torch_free(void *ptr, size_t size, int device, void *stream);
 
+/* ---- host optimizer (AdamW / Adam) ------------------------------------------
+ * The optimizer step on host threads, next to its state (DESIGN.md step 6).
+ * Standalone for now: a parameter is registered by a host pointer to its
+ * weights, an element count, a dtype and a host FP32 gradient array; the
+ * step updates FP32 masters (f32 weights are their own master, updated in
+ * place; bf16/fp16 weights get an FP32 master and receive the rounded
+ * result, nearest even). NOT YET: registering a pager region, writing into
+ * the pager's host copy and marking the device copy stale, gradients in
+ * device dtypes, NUMA-placed state inside MT_MAX_HOST, the NVMe tier, and
+ * the PyTorch wiring (a later issue); MT_THREADS and
+ * MT_OPTIMIZER_COMPRESSION are read here only.
+ *
+ * Exactness: with FP32 state the update is bit-identical to
+ * torch.optim.AdamW / Adam (foreach=False, fused=False, torch 2.15.0,
+ * ATEN_CPU_CAPABILITY=default) except that torch's CPU float32 sqrt is
+ * MKL's and not correctly rounded: MT_OPTIM_KERNEL_TORCH_MKL takes it from
+ * MKL too and matches exactly; see libmtalloc/optim/adam.h.
+ * Not thread-safe: one owner thread per optimizer. */
+typedef struct mt_optim mt_optim_t;
+
+typedef enum mt_dtype {
+  MT_DTYPE_F32 = 0,
+  MT_DTYPE_BF16 = 1,
+  MT_DTYPE_F16 = 2,
+} mt_dtype_t;
+
+enum { /* mt_optim_params_t.kernel */
+  MT_OPTIM_KERNEL_AUTO = 0, /* the widest this CPU has */
+  MT_OPTIM_KERNEL_SCALAR = 1,
+  MT_OPTIM_KERNEL_AVX2 = 2,
+  MT_OPTIM_KERNEL_AVX512 = 3,
+  /* bit-identical to stock torch 2.15.0: square roots from MKL's vmsSqrt
+   * (libmkl_rt.so.2 on the loader's path, mkl==2024.2.0); -ENOTSUP without */
+  MT_OPTIM_KERNEL_TORCH_MKL = 4,
+};
+enum { /* mt_optim_params_t.state */
+  MT_OPTIM_STATE_DEFAULT = -1, /* MT_OPTIMIZER_COMPRESSION */
+  MT_OPTIM_STATE_FP32 = 0,
+  MT_OPTIM_STATE_8BIT = 1,
+  MT_OPTIM_STATE_4BIT = 2,
+  MT_OPTIM_STATE_2BIT = 3, /* experimental */
+};
+
+typedef struct mt_optim_params {
+  double lr;           /* default 1e-3 */
+  double beta1, beta2; /* default 0.9, 0.999 */
+  double eps;          /* default 1e-8 */
+  double weight_decay; /* default 1e-2 */
+  int adamw;           /* 1 (default): decoupled decay (AdamW); 0: Adam's L2 */
+  int amsgrad;         /* default 0; not with 8/4/2-bit state */
+  int maximize;        /* default 0 */
+  int kernel;          /* MT_OPTIM_KERNEL_*, default AUTO */
+  int state;           /* MT_OPTIM_STATE_*, default DEFAULT */
+  int threads;         /* workers; 0 (default) = MT_THREADS */
+} mt_optim_params_t;
+
+/* Fills p with torch.optim.AdamW's defaults and the fields' defaults above. */
+MT_API void mt_optim_defaults(mt_optim_params_t *p);
+/* Creates an optimizer and starts its threads. 0, -EINVAL (a hyper-parameter
+ * torch rejects, amsgrad with quantised state), -ENOTSUP (a forced kernel
+ * this CPU lacks), -ENOMEM. Free with mt_optim_destroy. */
+MT_API int mt_optim_create(const mt_optim_params_t *p, mt_optim_t **out);
+MT_API void mt_optim_destroy(mt_optim_t *o);
+/* Registers count elements at weights (dtype) whose gradient is the FP32
+ * array grad (read at each step; both stay the caller's and must outlive
+ * the optimizer). Returns the parameter's index, or -errno. */
+MT_API int mt_optim_register(mt_optim_t *o, void *weights, size_t count, mt_dtype_t dtype,
+                             const float *grad);
+/* Starts a step of parameter `param` (-1 = all) and returns at once; every
+ * gradient is multiplied by clip_coef first (1 = no clipping; see
+ * mt_optim_clip_coef). 0, -EBUSY (a step in flight), -EINVAL. */
+MT_API int mt_optim_step(mt_optim_t *o, int param, float clip_coef);
+/* Waits for the step in flight (if any). Returns 0. */
+MT_API int mt_optim_wait(mt_optim_t *o);
+/* torch.nn.utils.clip_grad_norm_'s coefficient, min(max_norm / (total_norm
+ * + 1e-6), 1), in float as torch computes it. The global norm itself is
+ * the caller's (torch reduces in its own order; pass torch's value for
+ * bit-exactness). */
+MT_API float mt_optim_clip_coef(float total_norm, double max_norm);
+/* Worker threads of o. */
+MT_API int mt_optim_threads(const mt_optim_t *o);
+/* Saves / loads masters, state and step counts (a versioned, checksummed
+ * file; format in libmtalloc/optim/checkpoint.c). A corrupt or mismatched
+ * file loads nothing. 0 or -errno; mt_optim_error says why. */
+MT_API int mt_optim_save(mt_optim_t *o, const char *path);
+MT_API int mt_optim_load(mt_optim_t *o, const char *path);
+/* The last save/load error as text ("" if none), owned by o. */
+MT_API const char *mt_optim_error(const mt_optim_t *o);
+
 #ifdef __cplusplus
 }
 #endif

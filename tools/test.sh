@@ -7,6 +7,7 @@ set -eu
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 
+tools/setup-python.sh
 tools/setup.sh build -Dwerror=true
 meson test -C build --print-errorlogs --num-processes "$jobs"
 

@@ -1,0 +1,203 @@
+/*
+ * adam_kernels.c - the scalar, AVX2 and AVX-512 AdamW/Adam kernels.
+ *
+ * Each kernel walks its range in blocks of BLOCK elements: one fused pass
+ * over the block reads g, p, m, v (vmax) and writes p, m, v (vmax); then,
+ * if the parameter has a bf16/fp16 device copy, the block's new weights are
+ * rounded into it while they are still in L1. So memory sees each array
+ * once per step.
+ *
+ * Exactness (adam.h): the kernels perform the same IEEE operations in the
+ * same order as the scalar reference STEP1 below, each lane independently,
+ * and this folder is compiled with -ffp-contract=off, so no multiply-add is
+ * ever fused, in the vector bodies or in the scalar tails. The AVX2 and
+ * AVX-512 bodies are compiled with function target attributes, never with
+ * -march: the library runs on any x86-64, and adam.c only hands out a
+ * kernel whose ISA __builtin_cpu_supports confirms.
+ *
+ * Threading: none here; callers split ranges.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "adam.h"
+
+#define BLOCK 2048 /* elements per fused block: 4-5 arrays x 8 KiB fit in L1/L2 */
+
+/* One element, the reference order of operations (adam.h). */
+static inline __attribute__((always_inline)) void step1(const _mt_adam_scalars_t *s,
+                                                        const _mt_adam_args_t *a, size_t i) {
+  unsigned f = s->flags;
+  float g = a->g[i];
+  if (f & _MT_ADAM_CLIP)
+    g = g * s->clip;
+  if (f & _MT_ADAM_MAXIMIZE)
+    g = -g;
+  float p = a->p[i];
+  if (f & _MT_ADAM_DECAY)
+    p = p * s->decay;
+  if (f & _MT_ADAM_L2)
+    g = g + s->l2 * p;
+  float m = a->m[i];
+  if (f & _MT_ADAM_LERP_BIG)
+    m = g - (g - m) * s->one_m_w1;
+  else
+    m = m + s->w1 * (g - m);
+  float v = a->v[i] * s->beta2;
+  v = v + (s->one_m_beta2 * g) * g;
+  float sv = v;
+  if (f & _MT_ADAM_AMSGRAD) {
+    float vm = a->vmax[i];
+    vm = vm > v ? vm : v;
+    a->vmax[i] = vm;
+    sv = vm;
+  }
+  float d = sqrtf(sv) / s->bc2_sqrt;
+  d = d + s->eps;
+  p = p + (s->neg_step_size * m) / d;
+  a->m[i] = m;
+  a->v[i] = v;
+  a->p[i] = p;
+}
+
+static void write_back(const _mt_adam_args_t *a, size_t begin, size_t end) {
+  if (a->out == NULL)
+    return;
+  uint16_t *o = a->out;
+  if (a->out_dtype == _MT_DT_BF16)
+    for (size_t i = begin; i < end; i++)
+      o[i] = _mt_f32_to_bf16(a->p[i]);
+  else
+    for (size_t i = begin; i < end; i++)
+      o[i] = _mt_f32_to_f16(a->p[i]);
+}
+
+void _mt_adam_kernel_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,
+                            size_t end) {
+  for (size_t b = begin; b < end; b += BLOCK) {
+    size_t e = end - b < BLOCK ? end : b + BLOCK;
+    for (size_t i = b; i < e; i++)
+      step1(s, a, i);
+    write_back(a, b, e);
+  }
+}
+
+void _mt_adam_kernel_vsqrt(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,
+                           size_t end, _mt_sqrt_fn sq) {
+  const unsigned f = s->flags;
+  float r[BLOCK];
+  for (size_t b = begin; b < end; b += BLOCK) {
+    size_t e = end - b < BLOCK ? end : b + BLOCK;
+    for (size_t i = b; i < e; i++) { /* step1 up to the square root */
+      float g = a->g[i];
+      if (f & _MT_ADAM_CLIP)
+        g = g * s->clip;
+      if (f & _MT_ADAM_MAXIMIZE)
+        g = -g;
+      float p = a->p[i];
+      if (f & _MT_ADAM_DECAY)
+        p = p * s->decay;
+      if (f & _MT_ADAM_L2)
+        g = g + s->l2 * p;
+      float m = a->m[i];
+      if (f & _MT_ADAM_LERP_BIG)
+        m = g - (g - m) * s->one_m_w1;
+      else
+        m = m + s->w1 * (g - m);
+      float v = a->v[i] * s->beta2;
+      v = v + (s->one_m_beta2 * g) * g;
+      float sv = v;
+      if (f & _MT_ADAM_AMSGRAD) {
+        float vm = a->vmax[i];
+        vm = vm > v ? vm : v;
+        a->vmax[i] = vm;
+        sv = vm;
+      }
+      a->m[i] = m;
+      a->v[i] = v;
+      a->p[i] = p; /* decayed; pass 2 adds the update */
+      r[i - b] = sv;
+    }
+    sq(e - b, r, r);
+    for (size_t i = b; i < e; i++) {
+      float d = r[i - b] / s->bc2_sqrt;
+      d = d + s->eps;
+      a->p[i] = a->p[i] + (s->neg_step_size * a->m[i]) / d;
+    }
+    write_back(a, b, e);
+  }
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+/* The vector body, written once for both widths. V is the vector type, W
+ * its lanes, P the intrinsic prefix's operations passed in as macros. */
+#define VEC_KERNEL(NAME, TARGET, V, W, LD, ST, SET1, ADD, SUB, MUL, DIV, SQRT, MAX, NEG)           \
+  __attribute__((target(TARGET))) void NAME(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, \
+                                            size_t begin, size_t end) {                            \
+    const unsigned f = s->flags;                                                                   \
+    const V clip = SET1(s->clip), decay = SET1(s->decay), l2 = SET1(s->l2);                        \
+    const V w1 = SET1(s->w1), omw1 = SET1(s->one_m_w1), b2 = SET1(s->beta2);                       \
+    const V omb2 = SET1(s->one_m_beta2), bc2 = SET1(s->bc2_sqrt), eps = SET1(s->eps);              \
+    const V nss = SET1(s->neg_step_size);                                                          \
+    for (size_t b = begin; b < end; b += BLOCK) {                                                  \
+      size_t e = end - b < BLOCK ? end : b + BLOCK;                                                \
+      size_t i = b;                                                                                \
+      for (; i + W <= e; i += W) {                                                                 \
+        V g = LD(a->g + i);                                                                        \
+        if (f & _MT_ADAM_CLIP)                                                                     \
+          g = MUL(g, clip);                                                                        \
+        if (f & _MT_ADAM_MAXIMIZE)                                                                 \
+          g = NEG(g);                                                                              \
+        V p = LD(a->p + i);                                                                        \
+        if (f & _MT_ADAM_DECAY)                                                                    \
+          p = MUL(p, decay);                                                                       \
+        if (f & _MT_ADAM_L2)                                                                       \
+          g = ADD(g, MUL(l2, p));                                                                  \
+        V m = LD(a->m + i);                                                                        \
+        if (f & _MT_ADAM_LERP_BIG)                                                                 \
+          m = SUB(g, MUL(SUB(g, m), omw1));                                                        \
+        else                                                                                       \
+          m = ADD(m, MUL(w1, SUB(g, m)));                                                          \
+        V v = MUL(LD(a->v + i), b2);                                                               \
+        v = ADD(v, MUL(MUL(omb2, g), g));                                                          \
+        V sv = v;                                                                                  \
+        if (f & _MT_ADAM_AMSGRAD) {                                                                \
+          V vm = MAX(LD(a->vmax + i), v);                                                          \
+          ST(a->vmax + i, vm);                                                                     \
+          sv = vm;                                                                                 \
+        }                                                                                          \
+        V d = ADD(DIV(SQRT(sv), bc2), eps);                                                        \
+        p = ADD(p, DIV(MUL(nss, m), d));                                                           \
+        ST(a->m + i, m);                                                                           \
+        ST(a->v + i, v);                                                                           \
+        ST(a->p + i, p);                                                                           \
+      }                                                                                            \
+      for (; i < e; i++)                                                                           \
+        step1(s, a, i);                                                                            \
+      write_back(a, b, e);                                                                         \
+    }                                                                                              \
+  }
+
+#define NEG256(x) _mm256_xor_ps((x), _mm256_set1_ps(-0.0f))
+VEC_KERNEL(_mt_adam_kernel_avx2, "avx2", __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps,
+           _mm256_set1_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_mul_ps, _mm256_div_ps,
+           _mm256_sqrt_ps, _mm256_max_ps, NEG256)
+
+#define NEG512(x) _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), \
+                                                        _mm512_set1_epi32((int)0x80000000u)))
+VEC_KERNEL(_mt_adam_kernel_avx512, "avx512f", __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps,
+           _mm512_set1_ps, _mm512_add_ps, _mm512_sub_ps, _mm512_mul_ps, _mm512_div_ps,
+           _mm512_sqrt_ps, _mm512_max_ps, NEG512)
+#else
+void _mt_adam_kernel_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,
+                          size_t end) {
+  _mt_adam_kernel_scalar(s, a, begin, end);
+}
+void _mt_adam_kernel_avx512(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,
+                            size_t end) {
+  _mt_adam_kernel_scalar(s, a, begin, end);
+}
+#endif

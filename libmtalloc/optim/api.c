@@ -1,0 +1,100 @@
+/*
+ * api.c - the public host-optimizer API of mtalloc.h (mt_optim_*), a thin
+ * layer over optim.c: it maps public enums and defaults to the internal
+ * ones, reads MT_THREADS and MT_OPTIMIZER_COMPRESSION from the one options
+ * table, and keeps the last save/load error text for mt_optim_error.
+ *
+ * Threading: as optim.c, one owner thread per optimizer.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "mtalloc.h"
+#include "optim.h"
+
+struct mt_optim {
+  _mt_optim_t *o;
+  char err[512];
+};
+
+MT_API void mt_optim_defaults(mt_optim_params_t *p) {
+  *p = (mt_optim_params_t){.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                           .weight_decay = 1e-2, .adamw = 1, .kernel = MT_OPTIM_KERNEL_AUTO,
+                           .state = MT_OPTIM_STATE_DEFAULT, .threads = 0};
+}
+
+MT_API int mt_optim_create(const mt_optim_params_t *p, mt_optim_t **out) {
+  _mt_options_init();
+  if (p->kernel < MT_OPTIM_KERNEL_AUTO || p->kernel > MT_OPTIM_KERNEL_TORCH_MKL ||
+      p->state < MT_OPTIM_STATE_DEFAULT || p->state > MT_OPTIM_STATE_2BIT || p->threads < 0)
+    return -EINVAL;
+  /* the option's choice index is none|8bit|4bit|2bit, the same order */
+  int state = p->state == MT_OPTIM_STATE_DEFAULT ? (int)_mt_opt_int(MT_OPT_OPTIMIZER_COMPRESSION)
+                                                 : p->state;
+  if (state != MT_OPTIM_STATE_FP32 && p->amsgrad)
+    return -EINVAL;
+  _mt_optim_cfg_t cfg = {
+      .hp = {.lr = p->lr, .beta1 = p->beta1, .beta2 = p->beta2, .eps = p->eps,
+             .weight_decay = p->weight_decay, .decoupled = p->adamw != 0,
+             .amsgrad = p->amsgrad != 0, .maximize = p->maximize != 0},
+      .isa = (_mt_adam_isa_t)p->kernel,
+      .codec = (_mt_codec_t)state,
+      .threads = p->threads ? p->threads : (int)_mt_opt_int(MT_OPT_THREADS),
+      .node = (int)_mt_opt_int(MT_OPT_NUMA_NODE),
+  };
+  mt_optim_t *h = calloc(1, sizeof(*h));
+  if (h == NULL)
+    return -ENOMEM;
+  int rc = _mt_optim_create(&cfg, &h->o);
+  if (rc != 0) {
+    free(h);
+    return rc;
+  }
+  *out = h;
+  return 0;
+}
+
+MT_API void mt_optim_destroy(mt_optim_t *o) {
+  if (o == NULL)
+    return;
+  _mt_optim_destroy(o->o);
+  free(o);
+}
+
+MT_API int mt_optim_register(mt_optim_t *o, void *weights, size_t count, mt_dtype_t dtype,
+                             const float *grad) {
+  return _mt_optim_add(o->o, weights, count, (int)dtype, grad);
+}
+
+MT_API int mt_optim_step(mt_optim_t *o, int param, float clip_coef) {
+  return _mt_optim_step(o->o, param, clip_coef);
+}
+
+MT_API int mt_optim_wait(mt_optim_t *o) {
+  _mt_optim_wait(o->o);
+  return 0;
+}
+
+MT_API float mt_optim_clip_coef(float total_norm, double max_norm) {
+  return _mt_adam_clip_coef(total_norm, max_norm);
+}
+
+MT_API int mt_optim_threads(const mt_optim_t *o) {
+  return _mt_optim_threads(o->o);
+}
+
+MT_API int mt_optim_save(mt_optim_t *o, const char *path) {
+  o->err[0] = '\0';
+  return _mt_optim_save(o->o, path, o->err, sizeof(o->err));
+}
+
+MT_API int mt_optim_load(mt_optim_t *o, const char *path) {
+  o->err[0] = '\0';
+  return _mt_optim_load(o->o, path, o->err, sizeof(o->err));
+}
+
+MT_API const char *mt_optim_error(const mt_optim_t *o) {
+  return o->err;
+}

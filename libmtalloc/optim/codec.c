@@ -1,0 +1,281 @@
+/*
+ * codec.c - 8-, 4- and 2-bit block-wise quantisation of Adam's moments.
+ *
+ * The concept (after Dettmers et al. 2022 and Li et al., "Memory efficient
+ * optimizers with 4-bit states", NeurIPS 2023): a tensor is cut into blocks
+ * of 128 elements; each block stores its absolute maximum as a float scale
+ * and each element the index of the nearest value of a fixed map, in units
+ * of that scale. Small blocks follow local magnitude (Li et al. found 2048-
+ * element blocks too coarse at 4 bits; 128 is their choice), at a cost of
+ * 4 bytes per 128 elements (0.25 bit per element).
+ *
+ * The maps, and why:
+ * - First moment (signed): a dynamic-exponent map. After the sign bit, the
+ *   count of leading zero bits e is a decade exponent, then one indicator
+ *   bit, and the remaining F = bits-2-e bits a linear fraction:
+ *   value = 10^-e * (0.1 + 0.9 * (f+1) / 2^F); the all-zero code is 0.
+ *   m changes sign and spans decades inside a block, so it needs both a
+ *   zero and a wide range; the top value is exactly 1, so a block's
+ *   largest element survives (up to its sign) exactly.
+ * - Second moment (unsigned): the same dynamic-exponent map without a sign
+ *   bit, and with no zero code: the all-zero code is the next decade down
+ *   (10^-(bits) ). A v quantised to zero makes the update m/(sqrt(v)+eps)
+ *   explode (Li et al.'s zero-point problem); here the smallest v a
+ *   non-zero block can hold is absmax * 10^-bits. A block that is all zero
+ *   has scale 0 and decodes to zeros, which is exact.
+ * What is lossy: every element except a block's absmax (and m's zeros)
+ * moves to its nearest map value (v's can be lifted to the smallest float
+ * where a denormal block's product underflows); the relative error is bounded by half
+ * the widest gap of the map around it (tests/optim/test_codec.c checks the
+ * bound per map). Tensors under 4096 elements keep FP32 state (as
+ * bitsandbytes does): their memory is negligible and they are often norms
+ * and biases, sensitive to noise.
+ *
+ * Threading: pure functions over disjoint block ranges.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+
+/* maps[bits_index][signed] with 2^bits ascending entries */
+static float map8[2][256], map4[2][16], map2[2][4];
+/* Encoding guesses: for the top 16 bits of a normalised value's float
+ * encoding (sign, exponent, 7 mantissa bits), the nearest code of the
+ * bucket's first value. encode starts there and walks to the true nearest
+ * entry (a step or two at most), instead of a branchy binary search per
+ * element. 64 KiB per map. */
+static uint8_t lut8[2][65536], lut4[2][65536], lut2[2][65536];
+static pthread_once_t maps_once = PTHREAD_ONCE_INIT;
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+/* Builds the dynamic-exponent map of `bits` bits. Code layout before
+ * sorting does not matter: entries are stored sorted and a code is the
+ * entry's index, so encode is a search and decode a table look-up. */
+static void build(float *out, int bits, int is_signed) {
+  int k = is_signed ? bits - 1 : bits; /* magnitude bits */
+  int cnt = 0;
+  float mags[256];
+  int nm = 0;
+  for (int e = 0; e < k; e++) {
+    int F = k - 1 - e;
+    for (int f = 0; f < (1 << F); f++)
+      mags[nm++] = (float)(pow(10.0, -e) * (0.1 + 0.9 * (f + 1) / (double)(1 << F)));
+  }
+  /* the all-zero magnitude code */
+  float zero_code = is_signed ? 0.0f : (float)pow(10.0, -k);
+  if (is_signed) {
+    for (int i = 0; i < nm; i++) {
+      out[cnt++] = mags[i];
+      out[cnt++] = -mags[i];
+    }
+    out[cnt++] = 0.0f;
+    out[cnt++] = 0.0f; /* the sign bit with a zero magnitude: a spare code */
+  } else {
+    for (int i = 0; i < nm; i++)
+      out[cnt++] = mags[i];
+    out[cnt++] = zero_code;
+  }
+  qsort(out, (size_t)cnt, sizeof(float), cmp_float);
+}
+
+static unsigned nearest(const float *map, unsigned len, float x);
+
+static void build_lut(uint8_t *lut, const float *map, unsigned len) {
+  for (uint32_t u = 0; u < 65536; u++) {
+    uint32_t bits = u << 16;
+    float x;
+    memcpy(&x, &bits, 4);
+    lut[u] = x == x ? (uint8_t)nearest(map, len, x) : 0;
+  }
+}
+
+static void build_all(void) {
+  for (int s = 0; s < 2; s++) {
+    build(map8[s], 8, s);
+    build(map4[s], 4, s);
+    build(map2[s], 2, s);
+    build_lut(lut8[s], map8[s], 256);
+    build_lut(lut4[s], map4[s], 16);
+    build_lut(lut2[s], map2[s], 4);
+  }
+}
+
+static const uint8_t *lut_of(int bits, int is_signed) {
+  return bits == 8 ? lut8[is_signed] : bits == 4 ? lut4[is_signed] : lut2[is_signed];
+}
+
+/* The nearest entry to x (ties: lower), starting from the LUT's guess. */
+static inline unsigned nearest_fast(const float *map, const uint8_t *lut, unsigned len, float x) {
+  uint32_t bits;
+  memcpy(&bits, &x, 4);
+  unsigned c = lut[bits >> 16];
+  while (c + 1 < len && x - map[c] > map[c + 1] - x)
+    c++;
+  while (c > 0 && x - map[c - 1] <= map[c] - x)
+    c--;
+  return c;
+}
+
+const float *_mt_codec_map(int bits, int is_signed) {
+  pthread_once(&maps_once, build_all);
+  is_signed = !!is_signed;
+  switch (bits) {
+    case 8:
+      return map8[is_signed];
+    case 4:
+      return map4[is_signed];
+    case 2:
+      return map2[is_signed];
+    default:
+      return NULL;
+  }
+}
+
+int _mt_qtensor_alloc(_mt_qtensor_t *q, size_t n, int bits, int is_signed) {
+  memset(q, 0, sizeof(*q));
+  if (_mt_codec_map(bits, is_signed) == NULL || n == 0)
+    return -EINVAL;
+  q->n = n;
+  q->bits = bits;
+  q->is_signed = is_signed;
+  q->codes = calloc(_mt_qtensor_code_bytes(q), 1);
+  q->scales = calloc(_mt_qtensor_blocks(q), sizeof(float));
+  if (q->codes == NULL || q->scales == NULL) {
+    _mt_qtensor_free(q);
+    return -ENOMEM;
+  }
+  /* all-zero codes with zero scales decode to 0 in both maps */
+  return 0;
+}
+
+void _mt_qtensor_free(_mt_qtensor_t *q) {
+  free(q->codes);
+  free(q->scales);
+  q->codes = NULL;
+  q->scales = NULL;
+}
+
+size_t _mt_qtensor_code_bytes(const _mt_qtensor_t *q) {
+  /* whole blocks: a block is 128 * bits / 8 bytes, so blocks never share a byte */
+  return _mt_qtensor_blocks(q) * _MT_CODEC_BLOCK * (size_t)q->bits / 8;
+}
+
+size_t _mt_qtensor_blocks(const _mt_qtensor_t *q) {
+  return (q->n + _MT_CODEC_BLOCK - 1) / _MT_CODEC_BLOCK;
+}
+
+static inline unsigned get_code(const _mt_qtensor_t *q, size_t i) {
+  switch (q->bits) {
+    case 8:
+      return q->codes[i];
+    case 4:
+      return (q->codes[i >> 1] >> ((i & 1) * 4)) & 0xf;
+    default:
+      return (q->codes[i >> 2] >> ((i & 3) * 2)) & 0x3;
+  }
+}
+
+static inline void put_code(_mt_qtensor_t *q, size_t i, unsigned c) {
+  switch (q->bits) {
+    case 8:
+      q->codes[i] = (uint8_t)c;
+      break;
+    case 4: {
+      unsigned sh = (unsigned)(i & 1) * 4;
+      q->codes[i >> 1] = (uint8_t)((q->codes[i >> 1] & ~(0xfu << sh)) | (c << sh));
+      break;
+    }
+    default: {
+      unsigned sh = (unsigned)(i & 3) * 2;
+      q->codes[i >> 2] = (uint8_t)((q->codes[i >> 2] & ~(0x3u << sh)) | (c << sh));
+      break;
+    }
+  }
+}
+
+/* Nearest entry of an ascending map of len entries to x (ties: lower). */
+static unsigned nearest(const float *map, unsigned len, float x) {
+  unsigned lo = 0, hi = len - 1;
+  while (hi - lo > 1) {
+    unsigned mid = (lo + hi) / 2;
+    if (map[mid] <= x)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return x - map[lo] <= map[hi] - x ? lo : hi;
+}
+
+/* One block [b, e) of q from x[0, e-b): scale = absmax. */
+static void encode_block(_mt_qtensor_t *q, const float *map, unsigned len, const float *x,
+                         size_t b, size_t e) {
+  const uint8_t *lut = lut_of(q->bits, q->is_signed);
+  float amax = 0;
+  for (size_t i = 0; i < e - b; i++) {
+    float a = fabsf(x[i]);
+    amax = a > amax ? a : amax;
+  }
+  q->scales[b / _MT_CODEC_BLOCK] = amax;
+  /* divide, not multiply by a reciprocal: x == amax must land on 1.0 exactly */
+  for (size_t i = b; i < e; i++)
+    put_code(q, i, nearest_fast(map, lut, len, amax > 0 ? x[i - b] / amax : 0.0f));
+}
+
+static void decode_block(const _mt_qtensor_t *q, const float *map, float *x, size_t b, size_t e) {
+  float s = q->scales[b / _MT_CODEC_BLOCK];
+  for (size_t i = b; i < e; i++)
+    x[i - b] = map[get_code(q, i)] * s;
+  /* v's map has no zero, but in a block of denormals the product can still
+   * underflow to 0: keep the promise, and hold it at the smallest float */
+  if (!q->is_signed && s > 0)
+    for (size_t i = 0; i < e - b; i++)
+      x[i] = x[i] > 0 ? x[i] : 0x1p-149f;
+}
+
+void _mt_codec_encode(_mt_qtensor_t *q, const float *x, size_t begin, size_t end) {
+  const float *map = _mt_codec_map(q->bits, q->is_signed);
+  unsigned len = 1u << q->bits;
+  for (size_t b = begin; b < end; b += _MT_CODEC_BLOCK) {
+    size_t e = end - b < _MT_CODEC_BLOCK ? end : b + _MT_CODEC_BLOCK;
+    encode_block(q, map, len, x + b, b, e);
+  }
+}
+
+void _mt_codec_decode(const _mt_qtensor_t *q, float *x, size_t begin, size_t end) {
+  const float *map = _mt_codec_map(q->bits, q->is_signed);
+  for (size_t b = begin; b < end; b += _MT_CODEC_BLOCK) {
+    size_t e = end - b < _MT_CODEC_BLOCK ? end : b + _MT_CODEC_BLOCK;
+    decode_block(q, map, x + b, b, e);
+  }
+}
+
+void _mt_adam_kernel_q(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_t *m,
+                       _mt_qtensor_t *v, size_t begin, size_t end) {
+  const float *mmap = _mt_codec_map(m->bits, 1), *vmap = _mt_codec_map(v->bits, 0);
+  unsigned mlen = 1u << m->bits, vlen = 1u << v->bits;
+  float mb[_MT_CODEC_BLOCK], vb[_MT_CODEC_BLOCK]; /* one block, in L1 */
+  for (size_t b = begin; b < end; b += _MT_CODEC_BLOCK) {
+    size_t e = end - b < _MT_CODEC_BLOCK ? end : b + _MT_CODEC_BLOCK;
+    decode_block(m, mmap, mb, b, e);
+    decode_block(v, vmap, vb, b, e);
+    /* the block as its own tensor: adam.h's arithmetic, element by element */
+    _mt_adam_args_t blk = {.p = a->p + b, .g = a->g + b, .m = mb, .v = vb, .vmax = NULL,
+                           .out = NULL};
+    _mt_adam_kernel_scalar(s, &blk, 0, e - b);
+    encode_block(m, mmap, mlen, mb, b, e);
+    encode_block(v, vmap, vlen, vb, b, e);
+    if (a->out != NULL) {
+      uint16_t *o = a->out;
+      for (size_t i = b; i < e; i++)
+        o[i] = a->out_dtype == _MT_DT_BF16 ? _mt_f32_to_bf16(a->p[i]) : _mt_f32_to_f16(a->p[i]);
+    }
+  }
+}

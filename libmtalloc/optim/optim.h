@@ -1,0 +1,81 @@
+/*
+ * optim.h - the host optimizer object: parameters, state, step (optim.c).
+ */
+#ifndef MT_OPTIM_OPTIM_H
+#define MT_OPTIM_OPTIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "adam.h"
+
+typedef struct _mt_optim _mt_optim_t;
+
+/* State storage formats (codec.c); the int values are the checkpoint's. */
+typedef enum _mt_codec {
+  _MT_CODEC_NONE = 0, /* FP32 m and v */
+  _MT_CODEC_8BIT = 1,
+  _MT_CODEC_4BIT = 2,
+  _MT_CODEC_2BIT = 3, /* experimental */
+} _mt_codec_t;
+
+typedef struct _mt_optim_cfg {
+  _mt_adam_hp_t hp;
+  _mt_adam_isa_t isa;  /* kernel; AUTO = widest the CPU has */
+  _mt_codec_t codec;   /* state format of parameters >= _MT_CODEC_MIN_ELEMS */
+  int threads;         /* pool workers; 0 = default (pool.h) */
+  int node;            /* NUMA node for the pool; -1 = the caller's */
+} _mt_optim_cfg_t;
+
+// optim.c
+/* 0, -EINVAL (bad hyper-parameter), -ENOTSUP (forced kernel this CPU
+ * lacks), -ENOMEM. The caller owns *out; free with _mt_optim_destroy. */
+int _mt_optim_create(const _mt_optim_cfg_t *cfg, _mt_optim_t **out);
+void _mt_optim_destroy(_mt_optim_t *o);
+/* Registers count elements of weights (dtype _MT_DT_*) with FP32 gradient
+ * grad (read at each step). F32 weights are updated in place (they are
+ * the master); bf16/fp16 weights get an FP32 master, widened from them now,
+ * and receive round-to-nearest-even copies after each step. Returns the
+ * parameter's index (>= 0) or -errno. Not while a step is in flight. */
+int _mt_optim_add(_mt_optim_t *o, void *weights, size_t count, int dtype, const float *grad);
+int _mt_optim_count(const _mt_optim_t *o);
+/* Starts one step of parameter `param` (-1 = all) on the pool and returns;
+ * clip multiplies every gradient (1 = none). 0 or -errno (-EBUSY if a step
+ * is in flight, -EINVAL). */
+int _mt_optim_step(_mt_optim_t *o, int param, float clip);
+/* Waits for the step in flight. */
+void _mt_optim_wait(_mt_optim_t *o);
+int _mt_optim_threads(const _mt_optim_t *o);
+const _mt_optim_cfg_t *_mt_optim_cfg(const _mt_optim_t *o);
+/* Whether a step is in flight. */
+int _mt_optim_busy(const _mt_optim_t *o);
+
+/* One parameter's state, for the checkpoint codec (checkpoint.c): pointers
+ * into the optimizer's own memory, valid until _mt_optim_destroy. */
+struct _mt_qtensor;
+typedef struct _mt_optim_view {
+  size_t n;
+  int dtype;
+  int quant;          /* 1: qm/qv hold m and v */
+  float *step;        /* the float32 step count */
+  float *master;
+  float *m, *v, *vmax; /* FP32 state; vmax NULL without amsgrad */
+  struct _mt_qtensor *qm, *qv;
+} _mt_optim_view_t;
+void _mt_optim_view(_mt_optim_t *o, int param, _mt_optim_view_t *out);
+/* Rewrites a bf16/fp16 parameter's weights from its master (after a load). */
+void _mt_optim_refresh_weights(_mt_optim_t *o, int param);
+
+// checkpoint.c
+/* Saves every parameter's master, state and step count to path (written
+ * to path.tmp, fsync'ed, renamed: a crash leaves the old file). Format:
+ * checkpoint.c. 0 or -errno; on error err holds "PATH: what". */
+int _mt_optim_save(_mt_optim_t *o, const char *path, char *err, size_t errlen);
+/* Loads a checkpoint saved from an optimizer with the same parameters
+ * (count, sizes, dtypes), codec and amsgrad setting. The whole file is
+ * checked (structure, then checksum) before anything is copied, so on any
+ * error nothing is loaded; err holds "PATH: byte N: what". 0 or -errno
+ * (-EINVAL bad or mismatched file, -EBUSY step in flight, -EIO ...). */
+int _mt_optim_load(_mt_optim_t *o, const char *path, char *err, size_t errlen);
+
+#endif

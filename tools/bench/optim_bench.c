@@ -1,0 +1,214 @@
+/*
+ * optim_bench.c - the host optimizer's step rate against the memory
+ * roofline and against torch's CPU AdamW. Run by hand, not a test.
+ *
+ *   optim_bench [--params N] [--threads 1,2] [--reps 5] [--no-torch] [--json]
+ *
+ * For each thread count: the STREAM triad over three arrays of doubles at
+ * least 4x the last-level cache (best of reps; bytes counted as STREAM
+ * does, 24 per element) gives a bandwidth; dividing by 28 bytes per
+ * parameter (FP32 AdamW reads g, p, m, v and writes p, m, v) gives the
+ * roofline in G params/s. STREAM's count leaves out the write-allocate
+ * read of a[] (the triad really moves 32 bytes per element), while AdamW
+ * updates p, m, v in place and moves its 28 bytes with no such read, so
+ * the kernel can exceed that roofline; roofline_write_allocate_gparams_per_s
+ * counts the triad's 32 bytes. Then one AdamW step over N FP32 parameters (one
+ * tensor, FP32 masters updated in place) per state codec (none, 8bit,
+ * 4bit), best of reps, and torch.optim.AdamW (foreach off and on) on the
+ * same N at the same thread count via tools/bench/optim_torch.py.
+ * DeepSpeedCPUAdam is not measured (deepspeed_gparams_per_s is null).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "optim.h"
+
+void optim_bench_triad(double *restrict a, const double *restrict b, const double *restrict c,
+                       double s, size_t begin, size_t end);
+
+typedef struct triad_arg {
+  double *a, *b, *c;
+  size_t begin, end;
+} triad_arg_t;
+
+static void *triad_thread(void *p) {
+  triad_arg_t *t = p;
+  optim_bench_triad(t->a, t->b, t->c, 3.0, t->begin, t->end);
+  return NULL;
+}
+
+static size_t llc_bytes(void) {
+  size_t best = 32u << 20;
+  for (int i = 0; i < 5; i++) {
+    char path[96], buf[64];
+    snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+      continue;
+    if (fgets(buf, sizeof(buf), f) != NULL) {
+      char *e;
+      size_t v = strtoul(buf, &e, 10);
+      if (*e == 'K')
+        v <<= 10;
+      else if (*e == 'M')
+        v <<= 20;
+      if (i == 0 || v > best)
+        best = v > best ? v : best;
+    }
+    fclose(f);
+  }
+  return best;
+}
+
+/* Best-of-reps triad bandwidth in bytes/s with `threads` threads. */
+static double triad(int threads, int reps, size_t *elems) {
+  size_t n = 4 * llc_bytes() / sizeof(double);
+  if (n < ((size_t)32 << 20))
+    n = (size_t)32 << 20; /* 256 MiB per array */
+  *elems = n;
+  double *a = malloc(n * 8), *b = malloc(n * 8), *c = malloc(n * 8);
+  if (!a || !b || !c) {
+    fprintf(stderr, "optim_bench: out of memory for the triad\n");
+    exit(1);
+  }
+  /* first touch by the threads that will run it */
+  for (size_t i = 0; i < n; i++) {
+    a[i] = 0;
+    b[i] = 1;
+    c[i] = 2;
+  }
+  double best = 1e30;
+  for (int r = 0; r < reps; r++) {
+    pthread_t th[64];
+    triad_arg_t args[64];
+    uint64_t t0 = bench_now_ns();
+    for (int t = 0; t < threads; t++) {
+      args[t] = (triad_arg_t){a, b, c, n * (size_t)t / (size_t)threads,
+                              n * (size_t)(t + 1) / (size_t)threads};
+      pthread_create(&th[t], NULL, triad_thread, &args[t]);
+    }
+    for (int t = 0; t < threads; t++)
+      pthread_join(th[t], NULL);
+    double s = (double)(bench_now_ns() - t0) * 1e-9;
+    best = s < best ? s : best;
+  }
+  free(a);
+  free(b);
+  free(c);
+  return 24.0 * (double)n / best;
+}
+
+static double adamw(size_t n, int threads, _mt_codec_t codec, int reps) {
+  float *p = malloc(n * 4), *g = malloc(n * 4);
+  if (!p || !g) {
+    fprintf(stderr, "optim_bench: out of memory for %zu parameters\n", n);
+    exit(1);
+  }
+  uint64_t seed = 1;
+  for (size_t i = 0; i < n; i++) {
+    p[i] = (float)(bench_rand(&seed) >> 40) * 0x1p-24f - 0.5f;
+    g[i] = (float)(bench_rand(&seed) >> 40) * 0x1p-24f - 0.5f;
+  }
+  _mt_optim_cfg_t cfg = {.hp = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                                .weight_decay = 1e-2, .decoupled = true},
+                         .isa = _MT_ISA_AUTO, .codec = codec, .threads = threads, .node = -1};
+  _mt_optim_t *o;
+  int rc = _mt_optim_create(&cfg, &o);
+  if (rc != 0 || _mt_optim_add(o, p, n, _MT_DT_F32, g) != 0) {
+    fprintf(stderr, "optim_bench: optimizer setup failed (%d)\n", rc);
+    exit(1);
+  }
+  _mt_optim_step(o, -1, 1.0f); /* first touch of the state */
+  _mt_optim_wait(o);
+  double best = 1e30;
+  for (int r = 0; r < reps; r++) {
+    uint64_t t0 = bench_now_ns();
+    _mt_optim_step(o, -1, 1.0f);
+    _mt_optim_wait(o);
+    double s = (double)(bench_now_ns() - t0) * 1e-9;
+    best = s < best ? s : best;
+  }
+  _mt_optim_destroy(o);
+  free(p);
+  free(g);
+  return (double)n / best / 1e9;
+}
+
+int main(int argc, char **argv) {
+  size_t n = 100000000;
+  int reps = 5, json = 0, run_torch = 1, threads[8] = {1, 2}, nthreads = 2;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--params") && i + 1 < argc) {
+      n = strtoull(argv[++i], NULL, 10);
+    } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+      reps = atoi(argv[++i]);
+    } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+      nthreads = 0;
+      for (char *s = argv[++i]; *s && nthreads < 8; s += *s == ',')
+        threads[nthreads++] = (int)strtol(s, &s, 10);
+    } else if (!strcmp(argv[i], "--json")) {
+      json = 1;
+    } else if (!strcmp(argv[i], "--no-torch")) {
+      run_torch = 0;
+    } else {
+      fprintf(stderr, "usage: optim_bench [--params N] [--threads 1,2] [--reps 5] [--no-torch] [--json]\n");
+      return 2;
+    }
+  }
+  static const char *codec_names[] = {"none", "8bit", "4bit"};
+  if (json)
+    printf("{\"params\": %zu, \"reps\": %d, \"kernel\": \"%s\", \"bytes_per_param\": 28, \"runs\": [\n",
+           n, reps, _mt_adam_kernel(_MT_ISA_AVX512) ? "avx512" : _mt_adam_kernel(_MT_ISA_AVX2) ? "avx2" : "scalar");
+  for (int t = 0; t < nthreads; t++) {
+    size_t te;
+    double bw = triad(threads[t], reps, &te);
+    double roof = bw / 28.0 / 1e9;
+    double rate[3];
+    for (int c = 0; c < 3; c++)
+      rate[c] = adamw(n, threads[t], (_mt_codec_t)c, reps);
+    char torch_json[1024] = "null";
+    double tf_off = -1, tf_on = -1;
+    if (run_torch) {
+      char cmd[4096];
+      snprintf(cmd, sizeof(cmd), "python3 %s/optim_torch.py %zu %d %d 2>/dev/null", MT_BENCH_DIR,
+               n, threads[t], reps);
+      FILE *f = popen(cmd, "r");
+      if (f != NULL) {
+        if (fgets(torch_json, sizeof(torch_json), f) == NULL)
+          strcpy(torch_json, "null");
+        torch_json[strcspn(torch_json, "\n")] = '\0';
+        pclose(f);
+        char *s = strstr(torch_json, "\"foreach_off\": ");
+        if (s)
+          tf_off = strtod(s + 15, NULL);
+        s = strstr(torch_json, "\"foreach_on\": ");
+        if (s)
+          tf_on = strtod(s + 14, NULL);
+      }
+    }
+    if (json) {
+      printf("  {\"threads\": %d, \"triad_bytes_per_s\": %.4g, \"triad_array_bytes\": %zu, "
+             "\"roofline_gparams_per_s\": %.4f, \"roofline_write_allocate_gparams_per_s\": %.4f,\n",
+             threads[t], bw, te * 8, roof, roof * 32 / 24);
+      for (int c = 0; c < 3; c++)
+        printf("   \"%s\": {\"gparams_per_s\": %.4f, \"of_roofline\": %.3f},\n", codec_names[c],
+               rate[c], rate[c] / roof);
+      printf("   \"torch_gparams_per_s\": {\"foreach_off\": %.4f, \"foreach_on\": %.4f}, "
+             "\"torch\": %s, \"deepspeed_gparams_per_s\": null}%s\n",
+             tf_off, tf_on, torch_json, t + 1 < nthreads ? "," : "");
+    } else {
+      printf("threads %d: triad %.2f GB/s -> roofline %.3f Gparam/s\n", threads[t], bw / 1e9, roof);
+      for (int c = 0; c < 3; c++)
+        printf("  mtalloc AdamW state=%s: %.3f Gparam/s (%.0f%% of roofline)\n", codec_names[c],
+               rate[c], 100 * rate[c] / roof);
+      printf("  torch AdamW foreach off %.3f, on %.3f Gparam/s\n", tf_off, tf_on);
+    }
+  }
+  if (json)
+    printf("]}\n");
+  return 0;
+}

@@ -1,0 +1,25 @@
+#!/bin/sh
+# Installs the Python packages the test suite needs, once: PyTorch and the
+# MKL runtime it links, for the host optimizer's exactness test
+# (tests/optim/adam_ref.py makes its reference vectors with them; the test
+# fails without them). Called by tools/test.sh; tools/run.sh and the GPU
+# build do not need them.
+#   tools/setup-python.sh
+set -eu
+
+# Pinned: the bit-exact recipe in libmtalloc/optim/adam.h is checked
+# against this version. PyPI's default wheel (it runs on a CPU; about 4 GB
+# with its CUDA libraries, a few minutes) is installed once.
+torch_version=2.15.0
+if ! python3 -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$torch_version')" 2>/dev/null; then
+  echo "setup: installing torch==$torch_version (PyPI default wheel)"
+  python3 -m pip install -q "torch==$torch_version"
+fi
+# MKL's runtime, the version torch 2.15.0 links statically: the exactness
+# test calls its vmsSqrt, which torch's CPU sqrt is (about 200 MB, once).
+mkl_version=2024.2.0
+if ! python3 -c "import glob, sys; sys.exit(not glob.glob(sys.prefix + '/lib/libmkl_rt.so.2'))" 2>/dev/null ||
+   ! python3 -m pip show mkl 2>/dev/null | grep -qx "Version: $mkl_version"; then
+  echo "setup: installing mkl==$mkl_version"
+  python3 -m pip install -q "mkl==$mkl_version"
+fi
