@@ -36,39 +36,12 @@
 
 #include "fakecuda.h"
 
-#define MiB ((size_t)1 << 20)
+#define WHO "capture_test"
+#define CONTRACT_LINKED
+#include "contract.h"
 
 CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n); /* cuda.h declares it for driver builds only */
 
-static const char *(*stats_json)(void);
-
-static void die(const char *what, CUresult r, int line) {
-  const char *name = "?";
-  cuGetErrorName(r, &name);
-  fprintf(stderr, "capture_test:%d: %s failed: %s\n", line, what, name);
-  exit(1);
-}
-#define CK(call)                                      \
-  do {                                                \
-    CUresult r_ = (call);                             \
-    if (r_ != CUDA_SUCCESS) die(#call, r_, __LINE__); \
-  } while (0)
-#define EXPECT(cond, ...)                                   \
-  do {                                                      \
-    if (!(cond)) {                                          \
-      fprintf(stderr, "capture_test:%d: ", __LINE__);       \
-      fprintf(stderr, __VA_ARGS__);                         \
-      fputc('\n', stderr);                                  \
-      exit(1);                                              \
-    }                                                       \
-  } while (0)
-
-static long stat_of(const char *name) {
-  char key[64];
-  snprintf(key, sizeof(key), "\"%s\":", name);
-  const char *at = strstr(stats_json(), key);
-  return at ? strtol(at + strlen(key), NULL, 10) : -1;
-}
 
 /* kernels */
 static void k_add(void **p, const fakecuda_launch_t *l) { /* x[i] += a */
@@ -87,11 +60,7 @@ static CUfunction f_add, f_slow_add;
 static CUcontext ctx;
 
 static void setup(void) {
-  stats_json = (const char *(*)(void))dlsym(RTLD_DEFAULT, "mt_stats_json");
-  if (stats_json == NULL) {
-    printf("capture_test: not running under libmtalloc.so; skipping\n");
-    exit(77);
-  }
+  contract_preloaded();
   CK(cuInit(0));
   CUdevice d;
   CK(cuDeviceGet(&d, 0));

@@ -38,21 +38,11 @@
 #include "cudart_route.h"
 
 #define WHO "kernel_test"
-#define MiB ((size_t)1 << 20)
+#include "contract.h"
 #define NW (MiB) /* u32 words per buffer: 4 MiB, the whole MT_MAX_VRAM */
 
-#define EXPECT(cond, ...)                                \
-  do {                                                   \
-    if (!(cond)) {                                       \
-      fprintf(stderr, WHO ":%d: ", __LINE__);            \
-      fprintf(stderr, __VA_ARGS__);                      \
-      fputc('\n', stderr);                               \
-      exit(1);                                           \
-    }                                                    \
-  } while (0)
 
 static cudart_route_t route;
-static const char *(*stats_json)(void);
 static void *(*tmap_address)(const void *);
 
 #define ENTRY_POINTS(X)                                  \
@@ -95,25 +85,6 @@ static void fail(const char *what, CUresult r, int line) {
     CUresult r_ = p_##fn(__VA_ARGS__);                   \
     if (r_ != CUDA_SUCCESS) fail(#fn, r_, __LINE__);     \
   } while (0)
-
-static long stat_of(const char *name) {
-  char key[64];
-  snprintf(key, sizeof(key), "\"%s\":", name);
-  const char *at = strstr(stats_json(), key);
-  return at ? strtol(at + strlen(key), NULL, 10) : -1;
-}
-
-/* The count of route in "calls":{"sym":{"direct":n,...}} of the stats. */
-static long calls(const char *sym, const char *route_name) {
-  const char *j = stats_json();
-  char key[96];
-  snprintf(key, sizeof(key), "\"%s\":{", sym);
-  const char *at = strstr(j, key);
-  if (at == NULL) return 0;
-  snprintf(key, sizeof(key), "\"%s\":", route_name);
-  const char *r = strstr(at, key);
-  return r ? strtol(r + strlen(key), NULL, 10) : -1;
-}
 
 /* ---- kernels ---------------------------------------------------------------- */
 
@@ -180,11 +151,7 @@ static CUlibrary load_library(const fakecuda_image_kernel_t *k, size_t n) {
 }
 
 static void setup(void) {
-  stats_json = (const char *(*)(void))dlsym(RTLD_DEFAULT, "mt_stats_json");
-  if (stats_json == NULL) {
-    printf(WHO ": not running under libmtalloc.so; skipping\n");
-    exit(77);
-  }
+  contract_preloaded();
   cudart_route_open(&route, WHO);
 #define GET(name, type) cudart_route_get(&route, WHO, #name, (void **)&p_##name);
   ENTRY_POINTS(GET)

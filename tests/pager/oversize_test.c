@@ -43,37 +43,10 @@
 
 #include "fakecuda.h"
 
-#define MiB ((size_t)1 << 20)
+#define WHO "oversize_test"
+#define CONTRACT_LINKED
+#include "contract.h"
 
-static const char *(*stats_json)(void);
-
-static void die(const char *what, CUresult r, int line) {
-  const char *name = "?";
-  cuGetErrorName(r, &name);
-  fprintf(stderr, "oversize_test:%d: %s failed: %s\n", line, what, name);
-  exit(1);
-}
-#define CK(call)                                      \
-  do {                                                \
-    CUresult r_ = (call);                             \
-    if (r_ != CUDA_SUCCESS) die(#call, r_, __LINE__); \
-  } while (0)
-#define EXPECT(cond, ...)                               \
-  do {                                                  \
-    if (!(cond)) {                                      \
-      fprintf(stderr, "oversize_test:%d: ", __LINE__);  \
-      fprintf(stderr, __VA_ARGS__);                     \
-      fputc('\n', stderr);                              \
-      exit(1);                                          \
-    }                                                   \
-  } while (0)
-
-static long long stat_of(const char *name) {
-  char key[64];
-  snprintf(key, sizeof(key), "\"%s\":", name);
-  const char *at = strstr(stats_json(), key);
-  return at ? strtoll(at + strlen(key), NULL, 10) : -1;
-}
 
 static size_t env_size(const char *name) {
   const char *v = getenv(name);
@@ -227,7 +200,7 @@ static int case_copybig(void) {
   free(host);
   free(back);
   printf("oversize_test copybig: ok (2 regions of %zu bytes through a budget of %zu, host_mapped=%lld)\n", sz,
-         budget, stat_of("host_mapped"));
+         budget, (long long)stat_of("host_mapped"));
   return 0;
 }
 
@@ -497,11 +470,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: oversize_test biglaunch|copybig|fresh|meminfo|moves|ordering\n");
     return 2;
   }
-  stats_json = (const char *(*)(void))dlsym(RTLD_DEFAULT, "mt_stats_json");
-  if (stats_json == NULL) {
-    printf("oversize_test: not running under libmtalloc.so; skipping\n");
-    return 77;
-  }
+  contract_preloaded();
   CK(cuInit(0));
   CUdevice d;
   CUcontext c;

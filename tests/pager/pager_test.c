@@ -26,49 +26,10 @@
 
 #include "fakecuda.h"
 
-#define MiB ((size_t)1 << 20)
+#define WHO "pager_test"
+#define CONTRACT_LINKED
+#include "contract.h"
 
-static const char *(*stats_json)(void);
-
-static void die(const char *what, CUresult r, int line) {
-  const char *name = "?";
-  cuGetErrorName(r, &name);
-  fprintf(stderr, "pager_test:%d: %s failed: %s\n", line, what, name);
-  exit(1);
-}
-#define CK(call)                                  \
-  do {                                            \
-    CUresult r_ = (call);                         \
-    if (r_ != CUDA_SUCCESS) die(#call, r_, __LINE__); \
-  } while (0)
-#define EXPECT(cond, ...)                                          \
-  do {                                                             \
-    if (!(cond)) {                                                 \
-      fprintf(stderr, "pager_test:%d: ", __LINE__);                \
-      fprintf(stderr, __VA_ARGS__);                                \
-      fputc('\n', stderr);                                         \
-      exit(1);                                                     \
-    }                                                              \
-  } while (0)
-
-/* The count of route in "calls":{"sym":{"direct":n,...}} of the stats. */
-static long calls(const char *sym, const char *route) {
-  const char *j = stats_json();
-  char key[96];
-  snprintf(key, sizeof(key), "\"%s\":{", sym);
-  const char *at = strstr(j, key);
-  if (at == NULL) return 0;
-  snprintf(key, sizeof(key), "\"%s\":", route);
-  const char *r = strstr(at, key);
-  return r ? strtol(r + strlen(key), NULL, 10) : -1;
-}
-
-static long stat_of(const char *name) {
-  char key[64];
-  snprintf(key, sizeof(key), "\"%s\":", name);
-  const char *at = strstr(stats_json(), key);
-  return at ? strtol(at + strlen(key), NULL, 10) : -1;
-}
 
 /* kernels */
 static void k_add(void **p, const fakecuda_launch_t *l) { /* x[i] += a */
@@ -87,11 +48,7 @@ static void k_sum3(void **p, const fakecuda_launch_t *l) { /* touches three buff
 static CUfunction f_add, f_sum3;
 
 static void setup(void) {
-  stats_json = (const char *(*)(void))dlsym(RTLD_DEFAULT, "mt_stats_json");
-  if (stats_json == NULL) {
-    printf("pager_test: not running under libmtalloc.so; skipping\n");
-    exit(77);
-  }
+  contract_preloaded();
   CK(cuInit(0));
   CUdevice d;
   CUcontext c;
