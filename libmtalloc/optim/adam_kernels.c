@@ -25,9 +25,13 @@
 
 #define BLOCK 2048 /* elements per fused block: 4-5 arrays x 8 KiB fit in L1/L2 */
 
-/* One element, the reference order of operations (adam.h). */
-static inline __attribute__((always_inline)) void step1(const _mt_adam_scalars_t *s,
-                                                        const _mt_adam_args_t *a, size_t i) {
+/* One element, the reference order of operations (adam.h), up to the
+ * square root: stores v (and the amsgrad maximum), leaves the decayed
+ * weight and the new first moment in *pp and *mp, and returns the value
+ * whose root scales the update. */
+static inline __attribute__((always_inline)) float moments1(const _mt_adam_scalars_t *s,
+                                                            const _mt_adam_args_t *a, size_t i,
+                                                            float *pp, float *mp) {
   unsigned f = s->flags;
   float g = a->g[i];
   if (f & _MT_ADAM_CLIP)
@@ -46,6 +50,7 @@ static inline __attribute__((always_inline)) void step1(const _mt_adam_scalars_t
     m = m + s->w1 * (g - m);
   float v = a->v[i] * s->beta2;
   v = v + (s->one_m_beta2 * g) * g;
+  a->v[i] = v;
   float sv = v;
   if (f & _MT_ADAM_AMSGRAD) {
     float vm = a->vmax[i];
@@ -53,11 +58,20 @@ static inline __attribute__((always_inline)) void step1(const _mt_adam_scalars_t
     a->vmax[i] = vm;
     sv = vm;
   }
+  *pp = p;
+  *mp = m;
+  return sv;
+}
+
+/* One element, whole. */
+static inline __attribute__((always_inline)) void step1(const _mt_adam_scalars_t *s,
+                                                        const _mt_adam_args_t *a, size_t i) {
+  float p, m;
+  float sv = moments1(s, a, i, &p, &m);
   float d = sqrtf(sv) / s->bc2_sqrt;
   d = d + s->eps;
   p = p + (s->neg_step_size * m) / d;
   a->m[i] = m;
-  a->v[i] = v;
   a->p[i] = p;
 }
 
@@ -85,39 +99,14 @@ void _mt_adam_kernel_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t *
 
 void _mt_adam_kernel_vsqrt(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,
                            size_t end, _mt_sqrt_fn sq) {
-  const unsigned f = s->flags;
   float r[BLOCK];
   for (size_t b = begin; b < end; b += BLOCK) {
     size_t e = end - b < BLOCK ? end : b + BLOCK;
     for (size_t i = b; i < e; i++) { /* step1 up to the square root */
-      float g = a->g[i];
-      if (f & _MT_ADAM_CLIP)
-        g = g * s->clip;
-      if (f & _MT_ADAM_MAXIMIZE)
-        g = -g;
-      float p = a->p[i];
-      if (f & _MT_ADAM_DECAY)
-        p = p * s->decay;
-      if (f & _MT_ADAM_L2)
-        g = g + s->l2 * p;
-      float m = a->m[i];
-      if (f & _MT_ADAM_LERP_BIG)
-        m = g - (g - m) * s->one_m_w1;
-      else
-        m = m + s->w1 * (g - m);
-      float v = a->v[i] * s->beta2;
-      v = v + (s->one_m_beta2 * g) * g;
-      float sv = v;
-      if (f & _MT_ADAM_AMSGRAD) {
-        float vm = a->vmax[i];
-        vm = vm > v ? vm : v;
-        a->vmax[i] = vm;
-        sv = vm;
-      }
+      float p, m;
+      r[i - b] = moments1(s, a, i, &p, &m);
       a->m[i] = m;
-      a->v[i] = v;
       a->p[i] = p; /* decayed; pass 2 adds the update */
-      r[i - b] = sv;
     }
     sq(e - b, r, r);
     for (size_t i = b; i < e; i++) {
