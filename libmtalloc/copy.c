@@ -39,14 +39,20 @@
 
 #define ESCAPE_SCAN_MAX ((size_t)1 << 20)
 
-static void escape_scan(mt_pager_t *p, const void *src, size_t n, mt_handle_t s) {
+/* Every region an 8-byte word of the buffer points into. Outside a
+ * capture it escapes: pinned now, since kernels will reach it without
+ * naming it. In a captured copy the table is read at each replay, so its
+ * regions join the graph's footprint instead. */
+static void escape_scan(mt_pager_t *p, const void *src, size_t n, mt_handle_t s, bool captured) {
   const char *b = src;
   for (size_t o = 0; o + 8 <= n; o += 8) {
     uintptr_t w;
     memcpy(&w, b + o, 8);
     if (!_mt_in_range(p, w)) continue;
     mt_region_t *r = _mt_rmap_find(p->rmap, w, NULL, NULL);
-    if (r != NULL && !r->escaped && r->kind != REG_SMALL) _mt_region_escape(p, r, s);
+    if (r == NULL) continue;
+    if (captured) _mt_capture_add(p, s, r->addr);
+    else if (!r->escaped && r->kind != REG_SMALL) _mt_region_escape(p, r, s);
   }
 }
 
@@ -57,19 +63,6 @@ static bool readable_host(uintptr_t src) {
   unsigned type = 0;
   CUresult rc = drv->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)src);
   return rc != CUDA_SUCCESS || type == CU_MEMORYTYPE_HOST;
-}
-
-/* escape_scan for a captured copy: the table is read at each replay, so its
- * regions join the graph's footprint instead of being pinned now. */
-static void escape_capture(mt_pager_t *p, const void *src, size_t n, mt_handle_t s) {
-  const char *b = src;
-  for (size_t o = 0; o + 8 <= n; o += 8) {
-    uintptr_t w;
-    memcpy(&w, b + o, 8);
-    if (!_mt_in_range(p, w)) continue;
-    mt_region_t *r = _mt_rmap_find(p->rmap, w, NULL, NULL);
-    if (r != NULL) _mt_capture_add(p, s, r->addr);
-  }
 }
 
 static size_t piece_limit(mt_pager_t *p, mt_region_t *r, uintptr_t a, size_t n) {
@@ -89,7 +82,7 @@ int _mt_copy(uintptr_t dst, uintptr_t src, size_t n, mt_handle_t s, bool async, 
   if (_mt_capturing(p, s)) {
     if (din) _mt_capture_range(p, s, dst, n);
     if (sin) _mt_capture_range(p, s, src, n);
-    if (table) escape_capture(p, (const void *)src, n, s);
+    if (table) escape_scan(p, (const void *)src, n, s, true);
     rc = fwd(ctx, dst, src, n);
     pthread_mutex_unlock(&p->lock);
     return rc;
@@ -101,7 +94,7 @@ int _mt_copy(uintptr_t dst, uintptr_t src, size_t n, mt_handle_t s, bool async, 
     uint64_t t = _mt_trace_now();
     _mt_trace_copy(dir, false, async ? si : 0, n, t, t);
   }
-  if (table) escape_scan(p, (const void *)src, n, s);
+  if (table) escape_scan(p, (const void *)src, n, s, false);
   while (n > 0 && rc == 0) {
     p->epoch++;
     mt_region_t *rd = _mt_region_of(p, dst), *rs = _mt_region_of(p, src);
