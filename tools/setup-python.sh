@@ -7,13 +7,25 @@
 #   tools/setup-python.sh
 set -eu
 
+# pip into this python3; a Debian system Python refuses (PEP 668) unless
+# told, and may lack pip altogether.
+pip_install() {
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-pip >/dev/null
+  fi
+  python3 -m pip install -q "$@" || python3 -m pip install -q --break-system-packages "$@"
+}
+
 # Pinned: the bit-exact recipe in libmtalloc/optim/adam.h is checked
 # against this version. PyPI's default wheel (it runs on a CPU; about 4 GB
 # with its CUDA libraries, a few minutes) is installed once.
 torch_version=2.15.0
 if ! python3 -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$torch_version')" 2>/dev/null; then
   echo "setup: installing torch==$torch_version (PyPI default wheel)"
-  python3 -m pip install -q "torch==$torch_version"
+  pip_install "torch==$torch_version"
 fi
 # MKL's runtime, the version torch 2.15.0 links statically: the exactness
 # test calls its vmsSqrt, which torch's CPU sqrt is (about 200 MB, once).
@@ -21,5 +33,5 @@ mkl_version=2024.2.0
 if ! python3 -c "import glob, sys; sys.exit(not glob.glob(sys.prefix + '/lib/libmkl_rt.so.2'))" 2>/dev/null ||
    ! python3 -m pip show mkl 2>/dev/null | grep -qx "Version: $mkl_version"; then
   echo "setup: installing mkl==$mkl_version"
-  python3 -m pip install -q "mkl==$mkl_version"
+  pip_install "mkl==$mkl_version"
 fi
