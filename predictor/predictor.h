@@ -1,26 +1,98 @@
 /*
  * predictor.h - the seam for access-order predictors (DESIGN.md, "The
- * predictor"). A predictor watches the stream of launch identities and
- * answers which footprints come next. Only the interface exists today: with
- * MT_PREDICTOR=none the pager fetches on demand. The correlation predictor
- * and the prefetcher arrive with their own issue.
+ * predictor, in one paragraph").
+ *
+ * A predictor watches the stream of launch identities, each with the region
+ * keys of its footprint, and answers which launches come next, with their
+ * footprints and a confidence. It is pure logic: no CUDA, no pager, no
+ * clock, so `mt-trace replay` and the library can drive the same code.
+ *
+ * Launch identity: xxh3 of function, grid/block and the footprint's region
+ * *keys* (not addresses), computed by the caller.
+ *
+ * Region keys (the contract the caller keeps; the predictor only compares
+ * them): a key must name "the same region" in every iteration.
+ *  - Long-lived regions (weights, optimizer state, anything alive across
+ *    iterations): the region's allocation ordinal, counted from process
+ *    start. Stable because a training script allocates its model in the
+ *    same order every run, and never again inside the loop.
+ *  - Per-iteration regions (activations, gradients freed and reallocated
+ *    every step): (identity of the launch that first touched the region in
+ *    this iteration, argument slot of that touch), hashed into one key. The
+ *    first toucher's identity must itself be computed from keys of regions
+ *    born earlier, which makes the definition well founded. Without
+ *    mt_mark_iteration(), "this iteration" is "since the region was
+ *    allocated": the region is keyed at its first touch after allocation.
+ * Keys 0 and ~0 are reserved by no one; any 64-bit value is a valid key.
+ *
+ * Threading: none of its own; one caller at a time (the pager's lock).
  */
 #ifndef MT_PREDICTOR_H
 #define MT_PREDICTOR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 typedef struct mt_predictor mt_predictor_t;
 
+/* One region of a launch footprint: a stable key and its size. */
+typedef struct mt_pred_region {
+  uint64_t key;   /* region key, see above */
+  uint64_t bytes; /* region size in bytes */
+} mt_pred_region_t;
+
+/* One predicted launch. */
+typedef struct mt_pred_launch {
+  uint64_t id;        /* launch identity */
+  double confidence;  /* probability estimate in (0, 1] that the stream
+                         reaches this launch as predicted; non-increasing
+                         along one prediction */
+  const mt_pred_region_t *regions; /* its last observed footprint, owned by
+                         the predictor, valid until the next observe() or
+                         destroy(); NULL when unknown */
+  uint32_t nregions;  /* entries in regions (0 when unknown) */
+} mt_pred_launch_t;
+
+typedef struct mt_predictor_config {
+  size_t capacity;          /* table entries (rounded up to a power of
+                               two); 0 = 65536. Each launch identity and
+                               each (previous, current) pair seen takes one
+                               entry; cold entries are evicted. */
+  size_t footprint_regions; /* regions kept across all footprints (rounded
+                               up to a power of two); 0 = 4 * capacity */
+} mt_predictor_config_t;
+
+typedef struct mt_predictor_stats {
+  uint64_t observed;   /* launches observed */
+  uint64_t predicted;  /* launches that were the predicted next one */
+  uint64_t evictions;  /* table entries replaced by a newer key */
+  size_t table_bytes;  /* memory held by tables and footprints */
+} mt_predictor_stats_t;
+
 typedef struct mt_predictor_ops {
   const char *name;
-  mt_predictor_t *(*create)(void);
+  /* Returns a new predictor, or NULL when out of memory. cfg may be NULL
+     (defaults). The caller frees it with destroy(). */
+  mt_predictor_t *(*create)(const mt_predictor_config_t *cfg);
   void (*destroy)(mt_predictor_t *p);
-  /* Observe one launch: its identity (xxh3 of function, grid, footprint keys). */
-  void (*observe)(mt_predictor_t *p, uint64_t launch_id);
-  /* Up to max predicted next launch identities, most likely first; returns the count. */
-  size_t (*predict)(mt_predictor_t *p, uint64_t *next, size_t max);
+  /* Observe one launch and its footprint (copied; regions may be NULL when
+     nregions is 0). Returns true when it was the launch the predictor
+     expected next (what predict() would have put first), false on a
+     divergence or when there was no prediction. After a divergence the next
+     predict() walks from the observed launch: nothing else to do. */
+  bool (*observe)(mt_predictor_t *p, uint64_t launch_id,
+                  const mt_pred_region_t *regions, size_t nregions);
+  /* Fills out[0..max) with the expected next launches, nearest first;
+     returns the count (0 when it knows nothing). */
+  size_t (*predict)(mt_predictor_t *p, mt_pred_launch_t *out, size_t max);
+  void (*stats)(const mt_predictor_t *p, mt_predictor_stats_t *out);
 } mt_predictor_ops_t;
+
+/* The predictor named name ("none", "correlation"), or NULL. */
+const mt_predictor_ops_t *_mt_predictor_find(const char *name);
+
+extern const mt_predictor_ops_t _mt_predictor_none;
+extern const mt_predictor_ops_t _mt_predictor_correlation;
 
 #endif

@@ -1,0 +1,311 @@
+/*
+ * correlation.c - a second-order correlation predictor.
+ *
+ * Training repeats itself, so the launch that follows (previous, current)
+ * is almost always the one that followed it last iteration. One hash table
+ * holds two kinds of entry, 32 bytes each:
+ *  - pair entries, keyed by hash(previous, current): the successors seen
+ *    after that pair (second order, what the walk uses first);
+ *  - launch entries, keyed by hash(current): the successors seen after
+ *    that launch alone (the first-order fallback, for a pair never seen,
+ *    e.g. right after a divergence) and where its last footprint lives.
+ * Each entry keeps MT_CORR_SUCC (2) successors with small counts, most
+ * frequent first.
+ *
+ * Relearning rule (recency-weighted counts): when a key is followed by s,
+ * s's count rises by one (saturating at CNT_MAX, 7) and every other
+ * successor's count falls by one; a successor at count 0 is replaced by the
+ * next newcomer. So a successor that held for any number of iterations is
+ * overtaken after at most 4 observations of its replacement (7-k < 1+k
+ * from k = 4): a changed pattern is relearned within 4 iterations, while a
+ * one-off detour (an eval pass) costs the usual successor one count only.
+ *
+ * Confidence: one step's probability is its successor's share of the
+ * key's counts, cnt[0] / (cnt[0] + cnt[1]); a first-order step (the pair
+ * was unknown) is worth half of that, because a first-order guess ignores
+ * context. A predicted launch's confidence is the product of the steps that
+ * lead to it, so it never rises along a walk.
+ *
+ * Memory: capacity entries (a power of two) of 32 bytes, plus a ring of
+ * footprint_regions * 16 bytes where footprints are appended when they
+ * change. A stream of L distinct launches per iteration needs about 2L
+ * entries (one launch entry, one pair entry each): 1,000,000 launches per
+ * iteration fit in 2^21 entries = 64 MiB of table. Lookups probe at most
+ * PROBE (8) slots from the key's home; an insert that finds no free slot
+ * there evicts with a clock: the first probed entry whose reference bit is
+ * clear (each probed entry's bit is cleared on the way), so entries used
+ * since the hand last passed survive. Nothing is ever deleted, only
+ * replaced in place, so linear probing needs no tombstones.
+ *
+ * Footprint ring: a footprint of n regions is a header slot {launch id, n}
+ * followed by n region slots. A launch entry remembers the header's
+ * position (32-bit, wrapping); it is valid while the header still names the
+ * launch and fewer than ring-size slots were appended since. An evicted or
+ * overwritten footprint reads as unknown, never as someone else's.
+ *
+ * Divergence: the walk always starts from the last two observed launches,
+ * so when the stream departs from the prediction the next predict() walks
+ * from what was observed; observe() says whether it was the expected one.
+ *
+ * Threading: none; the caller serialises.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "predictor.h"
+
+#define MT_CORR_SUCC 2
+#define CNT_MAX 7
+#define PROBE 8
+#define DEFAULT_CAPACITY 65536
+
+typedef struct entry {
+  uint64_t key;                  /* 0 = empty slot */
+  uint64_t succ[MT_CORR_SUCC];   /* successor launch ids, most frequent first */
+  uint8_t cnt[MT_CORR_SUCC];     /* recency-weighted counts, 0..CNT_MAX */
+  uint8_t ref;                   /* clock reference bit */
+  uint8_t pad;
+  uint32_t fp;                   /* launch entries: footprint header position */
+} entry_t;
+
+_Static_assert(sizeof(entry_t) == 32, "an entry is documented as 32 bytes");
+
+struct mt_predictor {
+  entry_t *tab;
+  size_t mask;            /* capacity - 1 */
+  mt_pred_region_t *ring; /* footprint ring */
+  uint32_t ring_mask;     /* ring slots - 1 */
+  uint32_t ring_head;     /* next slot to write, wrapping */
+  uint64_t prev, cur;     /* last two observed launches; 0 = none yet */
+  size_t cur_slot;        /* cur's launch entry, if tab[cur_slot] still holds it */
+  uint64_t expected;      /* the walk's first step from (prev, cur), if has_expected */
+  bool has_expected;
+  mt_predictor_stats_t st;
+};
+
+static inline uint64_t mix(uint64_t x) {
+  /* splitmix64's finaliser: every input bit reaches every output bit */
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x;
+}
+
+static inline uint64_t nonzero(uint64_t k) {
+  return k ? k : 1;
+}
+
+static inline uint64_t launch_key(uint64_t id) {
+  return nonzero(mix(id ^ 0x6c61756e6368ULL));
+}
+
+static inline uint64_t pair_key(uint64_t prev, uint64_t cur) {
+  return nonzero(mix(prev * 0x9e3779b97f4a7c15ULL ^ mix(cur)));
+}
+
+static size_t pow2_at_least(size_t n) {
+  size_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+/* The slot holding key, or SIZE_MAX. */
+static size_t find(const mt_predictor_t *p, uint64_t key) {
+  size_t i = (size_t)key & p->mask;
+  for (int k = 0; k < PROBE; k++, i = (i + 1) & p->mask) {
+    if (p->tab[i].key == key) return i;
+    if (p->tab[i].key == 0) return SIZE_MAX;
+  }
+  return SIZE_MAX;
+}
+
+/* The slot holding key, inserting it (empty successors) if absent; may evict. */
+static size_t find_or_insert(mt_predictor_t *p, uint64_t key) {
+  size_t home = (size_t)key & p->mask, i = home;
+  for (int k = 0; k < PROBE; k++, i = (i + 1) & p->mask) {
+    if (p->tab[i].key == key) {
+      p->tab[i].ref = 1;
+      return i;
+    }
+    if (p->tab[i].key == 0) goto claim;
+  }
+  /* Full neighbourhood: a clock over the PROBE slots. Two passes at most:
+     the first clears every bit it passes. */
+  i = home;
+  for (int k = 0; k < 2 * PROBE; k++, i = (i + 1) & p->mask) {
+    if (k == PROBE) i = home;
+    if (!p->tab[i].ref) break;
+    p->tab[i].ref = 0;
+  }
+  p->st.evictions++;
+claim:
+  p->tab[i] = (entry_t){.key = key, .ref = 1, .fp = p->ring_head - p->ring_mask - 2}; /* no footprint */
+  return i;
+}
+
+/* Records that e was followed by next (the relearning rule above). */
+static void learn(entry_t *e, uint64_t next) {
+  int hit = -1;
+  for (int j = 0; j < MT_CORR_SUCC; j++) {
+    if (e->cnt[j] && e->succ[j] == next) hit = j;
+    else if (e->cnt[j]) e->cnt[j]--;
+  }
+  if (hit < 0) {
+    /* Replace the weakest slot if it has died out. */
+    int w = e->cnt[0] <= e->cnt[1] ? 0 : 1;
+    if (e->cnt[w] != 0) return;
+    e->succ[w] = next;
+    e->cnt[w] = 1;
+    hit = w;
+  } else if (e->cnt[hit] < CNT_MAX) {
+    e->cnt[hit]++;
+  }
+  if (hit == 1 && e->cnt[1] > e->cnt[0]) {
+    uint64_t s = e->succ[0];
+    uint8_t c = e->cnt[0];
+    e->succ[0] = e->succ[1], e->cnt[0] = e->cnt[1];
+    e->succ[1] = s, e->cnt[1] = c;
+  }
+}
+
+/* The best successor of slot i and its step probability; false when none. */
+static bool best(const mt_predictor_t *p, size_t i, uint64_t *next, double *prob) {
+  if (i == SIZE_MAX) return false;
+  const entry_t *e = &p->tab[i];
+  if (e->cnt[0] == 0) return false;
+  *next = e->succ[0];
+  *prob = (double)e->cnt[0] / (double)(e->cnt[0] + e->cnt[1]);
+  return true;
+}
+
+/* One step of the walk from (prev, cur): the next launch and its probability. */
+static bool step(const mt_predictor_t *p, uint64_t prev, uint64_t cur, uint64_t *next, double *prob) {
+  if (best(p, find(p, pair_key(prev, cur)), next, prob)) return true;
+  if (best(p, find(p, launch_key(cur)), next, prob)) {
+    *prob *= 0.5;
+    return true;
+  }
+  return false;
+}
+
+/* Whether launch entry i holds a live footprint for id; its length in *len. */
+static bool fp_valid(const mt_predictor_t *p, size_t i, uint64_t id, uint32_t *len) {
+  if (i == SIZE_MAX) return false;
+  uint32_t pos = p->tab[i].fp, dist = p->ring_head - pos;
+  const mt_pred_region_t *h = &p->ring[pos & p->ring_mask];
+  /* the header names id, and neither it nor its regions were overwritten */
+  if (h->key != id || h->bytes >= dist || dist > p->ring_mask + 1u) return false;
+  *len = (uint32_t)h->bytes;
+  return true;
+}
+
+/* The footprint stored for launch entry i (id), or NULL with *n = 0. */
+static const mt_pred_region_t *footprint(const mt_predictor_t *p, size_t i, uint64_t id, uint32_t *n) {
+  uint32_t len;
+  *n = 0;
+  if (!fp_valid(p, i, id, &len) || len == 0) return NULL;
+  *n = len;
+  return &p->ring[(p->tab[i].fp + 1) & p->ring_mask];
+}
+
+static bool same_footprint(const mt_predictor_t *p, uint32_t pos, const mt_pred_region_t *r, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    const mt_pred_region_t *s = &p->ring[(pos + 1 + (uint32_t)k) & p->ring_mask];
+    if (s->key != r[k].key || s->bytes != r[k].bytes) return false;
+  }
+  return true;
+}
+
+/* Appends id's footprint to the ring unless the stored one is the same. */
+static void store_footprint(mt_predictor_t *p, size_t i, uint64_t id, const mt_pred_region_t *r, size_t n) {
+  uint32_t have;
+  if (fp_valid(p, i, id, &have) && have == n && same_footprint(p, p->tab[i].fp, r, n)) return;
+  if (n + 1 > (size_t)p->ring_mask / 2) return; /* too big to keep: reads as unknown */
+  uint32_t pos = p->ring_head;
+  p->ring[pos & p->ring_mask] = (mt_pred_region_t){.key = id, .bytes = n};
+  for (size_t k = 0; k < n; k++) p->ring[(pos + 1 + (uint32_t)k) & p->ring_mask] = r[k];
+  p->ring_head = pos + 1 + (uint32_t)n;
+  p->tab[i].fp = pos;
+}
+
+static mt_predictor_t *corr_create(const mt_predictor_config_t *cfg) {
+  size_t cap = cfg && cfg->capacity ? cfg->capacity : DEFAULT_CAPACITY;
+  cap = pow2_at_least(cap < PROBE ? PROBE : cap);
+  size_t rs = cfg && cfg->footprint_regions ? cfg->footprint_regions : 4 * cap;
+  rs = pow2_at_least(rs < 64 ? 64 : rs);
+  if (rs > ((size_t)1 << 31)) rs = (size_t)1 << 31;
+  mt_predictor_t *p = calloc(1, sizeof(*p));
+  if (p == NULL) return NULL;
+  p->tab = calloc(cap, sizeof(entry_t));
+  p->ring = calloc(rs, sizeof(mt_pred_region_t));
+  if (p->tab == NULL || p->ring == NULL) {
+    free(p->tab);
+    free(p->ring);
+    free(p);
+    return NULL;
+  }
+  p->mask = cap - 1;
+  p->ring_mask = (uint32_t)(rs - 1);
+  p->cur_slot = SIZE_MAX;
+  p->st.table_bytes = sizeof(*p) + cap * sizeof(entry_t) + rs * sizeof(mt_pred_region_t);
+  return p;
+}
+
+static void corr_destroy(mt_predictor_t *p) {
+  if (p == NULL) return;
+  free(p->tab);
+  free(p->ring);
+  free(p);
+}
+
+static bool corr_observe(mt_predictor_t *p, uint64_t id, const mt_pred_region_t *r, size_t n) {
+  bool hit = p->has_expected && p->expected == id;
+  p->st.observed++;
+  p->st.predicted += hit;
+  if (p->st.observed > 1) {
+    /* first order: cur -> id; the cached slot may have been evicted since */
+    uint64_t ck = launch_key(p->cur);
+    size_t cs = p->cur_slot != SIZE_MAX && p->tab[p->cur_slot].key == ck ? p->cur_slot : find_or_insert(p, ck);
+    learn(&p->tab[cs], id);
+  }
+  if (p->st.observed > 2) learn(&p->tab[find_or_insert(p, pair_key(p->prev, p->cur))], id);
+  size_t s = find_or_insert(p, launch_key(id));
+  store_footprint(p, s, id, r, n);
+  p->prev = p->cur;
+  p->cur = id;
+  p->cur_slot = s;
+  double prob;
+  p->has_expected = step(p, p->prev, p->cur, &p->expected, &prob);
+  return hit;
+}
+
+static size_t corr_predict(mt_predictor_t *p, mt_pred_launch_t *out, size_t max) {
+  if (p->st.observed == 0) return 0;
+  uint64_t prev = p->prev, cur = p->cur, next;
+  double conf = 1.0, prob;
+  size_t k = 0;
+  while (k < max && step(p, prev, cur, &next, &prob)) {
+    conf *= prob;
+    out[k].id = next;
+    out[k].confidence = conf;
+    out[k].regions = footprint(p, find(p, launch_key(next)), next, &out[k].nregions);
+    prev = cur, cur = next;
+    k++;
+  }
+  return k;
+}
+
+static void corr_stats(const mt_predictor_t *p, mt_predictor_stats_t *out) {
+  *out = p->st;
+}
+
+const mt_predictor_ops_t _mt_predictor_correlation = {
+  .name = "correlation",
+  .create = corr_create,
+  .destroy = corr_destroy,
+  .observe = corr_observe,
+  .predict = corr_predict,
+  .stats = corr_stats,
+};

@@ -1,0 +1,247 @@
+/*
+ * Description: the correlation predictor learns a repeated launch stream,
+ * walks it forward with footprints and a falling confidence, resynchronises
+ * after a divergence, relearns a changed pattern within a few iterations,
+ * tolerates an inserted eval pass, and stays inside its memory bound.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "predictor.h"
+
+static const mt_predictor_ops_t *C(void) {
+  const mt_predictor_ops_t *ops = _mt_predictor_find("correlation");
+  cr_assert_not_null(ops);
+  return ops;
+}
+
+/* Launch ids 1000+i; launch i has (i % 5) + 1 regions keyed 100*i + k. */
+static size_t fp_of(uint64_t id, mt_pred_region_t *r) {
+  size_t n = (size_t)(id % 5) + 1;
+  for (size_t k = 0; k < n; k++) r[k] = (mt_pred_region_t){.key = id * 100 + k, .bytes = 4096 * (k + 1)};
+  return n;
+}
+
+static bool obs(const mt_predictor_ops_t *ops, mt_predictor_t *p, uint64_t id) {
+  mt_pred_region_t r[8];
+  size_t n = fp_of(id, r);
+  return ops->observe(p, id, r, n);
+}
+
+/* Feeds seq (len ids) once; returns how many were predicted. */
+static size_t feed(const mt_predictor_ops_t *ops, mt_predictor_t *p, const uint64_t *seq, size_t len) {
+  size_t hits = 0;
+  for (size_t i = 0; i < len; i++) hits += obs(ops, p, seq[i]);
+  return hits;
+}
+
+Test(predictor, find) {
+  cr_assert_not_null(_mt_predictor_find("none"));
+  cr_assert_not_null(_mt_predictor_find("correlation"));
+  cr_assert_null(_mt_predictor_find("oracle"));
+}
+
+Test(predictor, none_predicts_nothing) {
+  const mt_predictor_ops_t *ops = _mt_predictor_find("none");
+  mt_predictor_t *p = ops->create(NULL);
+  for (int i = 0; i < 10; i++) cr_assert(!obs(ops, p, 1000 + (uint64_t)(i % 3)));
+  mt_pred_launch_t out[4];
+  cr_assert_eq(ops->predict(p, out, 4), 0);
+  mt_predictor_stats_t st;
+  ops->stats(p, &st);
+  cr_assert_eq(st.observed, 10);
+  cr_assert_eq(st.predicted, 0);
+  ops->destroy(p);
+}
+
+Test(predictor, empty_predicts_nothing) {
+  const mt_predictor_ops_t *ops = C();
+  mt_predictor_t *p = ops->create(NULL);
+  mt_pred_launch_t out[4];
+  cr_assert_eq(ops->predict(p, out, 4), 0);
+  cr_assert(!obs(ops, p, 1000));
+  cr_assert_eq(ops->predict(p, out, 4), 0);
+  ops->destroy(p);
+}
+
+/* A loop whose launches repeat inside one iteration (A B A C): first order
+   alone cannot tell what follows A, second order can. */
+Test(predictor, second_order_walk_with_footprints) {
+  const mt_predictor_ops_t *ops = C();
+  mt_predictor_t *p = ops->create(NULL);
+  const uint64_t it[] = {1000, 1001, 1000, 1002, 1003};
+  for (int r = 0; r < 3; r++) feed(ops, p, it, 5);
+  /* the third iteration is fully predicted */
+  cr_assert_eq(feed(ops, p, it, 5), 5);
+  /* last two observed: 1002, 1003; the future is 1000 1001 1000 1002 1003 1000 ... */
+  mt_pred_launch_t out[8];
+  size_t n = ops->predict(p, out, 8);
+  cr_assert_eq(n, 8);
+  for (size_t i = 0; i < 8; i++) {
+    cr_assert_eq(out[i].id, it[i % 5], "step %zu: %llu", i, (unsigned long long)out[i].id);
+    mt_pred_region_t want[8];
+    size_t wn = fp_of(out[i].id, want);
+    cr_assert_eq(out[i].nregions, wn);
+    cr_assert(memcmp(out[i].regions, want, wn * sizeof(want[0])) == 0);
+    cr_assert(out[i].confidence > 0.0 && out[i].confidence <= 1.0);
+    if (i) cr_assert(out[i].confidence <= out[i - 1].confidence);
+  }
+  /* a perfectly repeated stream is predicted with certainty */
+  cr_assert_float_eq(out[7].confidence, 1.0, 1e-12);
+  ops->destroy(p);
+}
+
+Test(predictor, footprint_follows_latest) {
+  const mt_predictor_ops_t *ops = C();
+  mt_predictor_t *p = ops->create(NULL);
+  mt_pred_region_t a = {.key = 7, .bytes = 10}, b = {.key = 8, .bytes = 20};
+  for (int r = 0; r < 3; r++) {
+    ops->observe(p, 1, &a, 1);
+    ops->observe(p, 2, NULL, 0);
+  }
+  mt_pred_launch_t out[2];
+  cr_assert_eq(ops->predict(p, out, 2), 2);
+  cr_assert_eq(out[0].id, 1);
+  cr_assert_eq(out[0].nregions, 1);
+  cr_assert_eq(out[0].regions[0].key, 7);
+  cr_assert_eq(out[1].id, 2);
+  cr_assert_eq(out[1].nregions, 0);
+  cr_assert_null(out[1].regions);
+  ops->observe(p, 1, &b, 1); /* launch 1's footprint changed */
+  ops->observe(p, 2, NULL, 0);
+  cr_assert_eq(ops->predict(p, out, 1), 1);
+  cr_assert_eq(out[0].regions[0].key, 8);
+  cr_assert_eq(out[0].regions[0].bytes, 20);
+  ops->destroy(p);
+}
+
+/* Hits over one iteration of seq, fed `iters` times; returns the last count. */
+static size_t hits_last(const mt_predictor_ops_t *ops, mt_predictor_t *p, const uint64_t *seq, size_t len, int iters) {
+  size_t h = 0;
+  for (int i = 0; i < iters; i++) h = feed(ops, p, seq, len);
+  return h;
+}
+
+#define LEN 200
+
+/* A changed pattern (a new order for the same launches, the shape of a
+   sequence-length change) is relearned within a few iterations. */
+Test(predictor, relearns_changed_pattern) {
+  const mt_predictor_ops_t *ops = C();
+  mt_predictor_t *p = ops->create(NULL);
+  uint64_t a[LEN], b[LEN];
+  for (size_t i = 0; i < LEN; i++) {
+    a[i] = 1000 + i;
+    b[i] = 1000 + (i * 7) % LEN; /* 7 is coprime with 200: a permutation */
+  }
+  cr_assert_geq(hits_last(ops, p, a, LEN, 20), LEN - 1, "old pattern learned");
+  size_t h[6];
+  for (int i = 0; i < 6; i++) h[i] = feed(ops, p, b, LEN);
+  cr_assert_lt(h[0], LEN / 4, "first iteration of the new pattern mostly mispredicted: %zu", h[0]);
+  /* within 4 iterations the new pattern is predicted (the seam between
+     iterations may cost a launch or two) */
+  cr_assert_geq(h[4], LEN - 2, "after relearning: %zu %zu %zu %zu %zu", h[0], h[1], h[2], h[3], h[4]);
+  cr_assert_geq(h[5], LEN - 2);
+  ops->destroy(p);
+}
+
+/* An eval pass (a different stream) every few iterations: the training
+   pattern is predicted again right after it, and resynchronisation from
+   the observed launch makes the walk right again within a few launches. */
+Test(predictor, eval_pass_recovery) {
+  const mt_predictor_ops_t *ops = C();
+  mt_predictor_t *p = ops->create(NULL);
+  uint64_t train[LEN], eval[LEN / 4];
+  for (size_t i = 0; i < LEN; i++) train[i] = 1000 + i;
+  for (size_t i = 0; i < LEN / 4; i++) eval[i] = 5000 + i;
+  hits_last(ops, p, train, LEN, 10);
+  size_t eval_hits[3], after[3];
+  for (int r = 0; r < 3; r++) {
+    eval_hits[r] = feed(ops, p, eval, LEN / 4);
+    after[r] = feed(ops, p, train, LEN);
+    hits_last(ops, p, train, LEN, 3);
+  }
+  /* the first eval pass is new; the later ones are remembered */
+  cr_assert_lt(eval_hits[0], 5);
+  cr_assert_geq(eval_hits[2], LEN / 4 - 3, "eval learned: %zu", eval_hits[2]);
+  /* training after eval: everything but the seam is predicted */
+  for (int r = 0; r < 3; r++) cr_assert_geq(after[r], LEN - 3, "after eval %d: %zu", r, after[r]);
+  /* and plain training iterations are still fully predicted */
+  cr_assert_geq(feed(ops, p, train, LEN), LEN - 1);
+  ops->destroy(p);
+}
+
+/* Divergence mid-iteration: a launch jumps ahead; the prediction is wrong
+   once, then the walk continues from the observed launch. */
+Test(predictor, resynchronises_after_divergence) {
+  const mt_predictor_ops_t *ops = C();
+  mt_predictor_t *p = ops->create(NULL);
+  uint64_t train[LEN];
+  for (size_t i = 0; i < LEN; i++) train[i] = 1000 + i;
+  hits_last(ops, p, train, LEN, 5);
+  for (size_t i = 0; i < 50; i++) obs(ops, p, train[i]);
+  cr_assert(!obs(ops, p, train[120]), "a jump is a divergence");
+  mt_pred_launch_t out[4];
+  cr_assert_eq(ops->predict(p, out, 4), 4);
+  /* (49, 120) was never seen: the first-order fallback walks from 120 */
+  cr_assert_eq(out[0].id, train[121]);
+  cr_assert_lt(out[0].confidence, 1.0);
+  cr_assert_eq(out[3].id, train[124]);
+  cr_assert(obs(ops, p, train[121]));
+  ops->destroy(p);
+}
+
+/* A one-off detour keeps the learned successor first (its count drops by
+   one only), while confidence shows the doubt. */
+Test(predictor, one_off_detour_keeps_successor) {
+  const mt_predictor_ops_t *ops = C();
+  mt_predictor_t *p = ops->create(NULL);
+  const uint64_t s[] = {1, 2, 3, 4};
+  hits_last(ops, p, s, 4, 10);
+  const uint64_t d[] = {1, 2, 9, 4};
+  feed(ops, p, d, 4);
+  const uint64_t upto2[] = {1, 2};
+  feed(ops, p, upto2, 2);
+  mt_pred_launch_t out[1];
+  cr_assert_eq(ops->predict(p, out, 1), 1);
+  cr_assert_eq(out[0].id, 3);
+  cr_assert_lt(out[0].confidence, 1.0);
+  cr_assert_gt(out[0].confidence, 0.5);
+  ops->destroy(p);
+}
+
+/* A table far smaller than the stream stays within its bytes, evicts, and
+   still predicts a small hot loop that runs after it. */
+Test(predictor, bounded_memory_and_eviction) {
+  const mt_predictor_ops_t *ops = C();
+  mt_predictor_config_t cfg = {.capacity = 1024, .footprint_regions = 4096};
+  mt_predictor_t *p = ops->create(&cfg);
+  mt_predictor_stats_t st;
+  ops->stats(p, &st);
+  size_t bytes0 = st.table_bytes;
+  cr_assert_leq(bytes0, 1024 * 32 + 4096 * 16 + 256, "32 B/entry + 16 B/region: %zu", bytes0);
+  for (uint64_t i = 0; i < 100000; i++) obs(ops, p, 1000000 + i);
+  ops->stats(p, &st);
+  cr_assert_eq(st.table_bytes, bytes0, "no growth");
+  cr_assert_gt(st.evictions, 100000, "cold entries were evicted: %llu", (unsigned long long)st.evictions);
+  uint64_t hot[50];
+  for (size_t i = 0; i < 50; i++) hot[i] = 7000 + i;
+  cr_assert_geq(hits_last(ops, p, hot, 50, 4), 49);
+  mt_pred_launch_t out[8];
+  cr_assert_eq(ops->predict(p, out, 8), 8);
+  for (size_t i = 0; i < 8; i++) cr_assert_eq(out[i].nregions, fp_of(out[i].id, (mt_pred_region_t[8]){0}));
+  ops->destroy(p);
+}
+
+/* The issue's sizing: 1,000,000 distinct launches per iteration fit in
+   2^21 entries, that is 64 MiB of table. */
+Test(predictor, sizing_for_a_million_launches) {
+  const mt_predictor_ops_t *ops = C();
+  mt_predictor_config_t cfg = {.capacity = 2000000, .footprint_regions = 64};
+  mt_predictor_t *p = ops->create(&cfg);
+  cr_assert_not_null(p);
+  mt_predictor_stats_t st;
+  ops->stats(p, &st);
+  cr_assert_leq(st.table_bytes, ((size_t)64 << 20) + 64 * 16 + 256, "%zu", st.table_bytes);
+  ops->destroy(p);
+}
