@@ -70,6 +70,23 @@ typedef struct entry {
 
 _Static_assert(sizeof(entry_t) == 32, "an entry is documented as 32 bytes");
 
+/* The walk from (prev, cur) as last computed: steps [start, start + n) of a
+   ring. The walk is a function of the table and (prev, cur) only, so while
+   nothing in the table changed (epoch) and the observed launch was the
+   walk's first step, the rest of it is still the walk from the new state:
+   predict() then extends it by a step or two instead of redoing eight. */
+#define WALK 64
+typedef struct walk {
+  uint64_t id[WALK];
+  double prob[WALK];   /* that step's probability */
+  const mt_pred_region_t *fp[WALK]; /* its footprint (ring), NULL if unknown */
+  uint32_t fpn[WALK];  /* regions in fp */
+  uint32_t start, n;
+  bool ended;          /* the walk cannot go past its last step */
+  bool valid;
+  uint64_t epoch;
+} walk_t;
+
 struct mt_predictor {
   entry_t *tab;
   size_t mask;            /* capacity - 1 */
@@ -80,6 +97,8 @@ struct mt_predictor {
   size_t cur_slot;        /* cur's launch entry, if tab[cur_slot] still holds it */
   uint64_t expected;      /* the walk's first step from (prev, cur), if has_expected */
   bool has_expected;
+  uint64_t epoch;         /* bumped by every change a walk could see */
+  walk_t walk;            /* the last walk, reused while epoch holds */
   mt_predictor_stats_t st;
 };
 
@@ -140,13 +159,17 @@ static size_t find_or_insert(mt_predictor_t *p, uint64_t key) {
     p->tab[i].ref = 0;
   }
   p->st.evictions++;
+  p->epoch++;
 claim:
   p->tab[i] = (entry_t){.key = key, .ref = 1, .fp = p->ring_head - p->ring_mask - 2}; /* no footprint */
   return i;
 }
 
-/* Records that e was followed by next (the relearning rule above). */
-static void learn(entry_t *e, uint64_t next) {
+/* Records that e was followed by next (the relearning rule above); returns
+   whether e changed. */
+static bool learn(entry_t *e, uint64_t next) {
+  uint8_t c0 = e->cnt[0], c1 = e->cnt[1];
+  uint64_t s0 = e->succ[0];
   int hit = -1;
   for (int j = 0; j < MT_CORR_SUCC; j++) {
     if (e->cnt[j] && e->succ[j] == next) hit = j;
@@ -155,7 +178,7 @@ static void learn(entry_t *e, uint64_t next) {
   if (hit < 0) {
     /* Replace the weakest slot if it has died out. */
     int w = e->cnt[0] <= e->cnt[1] ? 0 : 1;
-    if (e->cnt[w] != 0) return;
+    if (e->cnt[w] != 0) return e->cnt[0] != c0 || e->cnt[1] != c1;
     e->succ[w] = next;
     e->cnt[w] = 1;
     hit = w;
@@ -168,6 +191,7 @@ static void learn(entry_t *e, uint64_t next) {
     e->succ[0] = e->succ[1], e->cnt[0] = e->cnt[1];
     e->succ[1] = s, e->cnt[1] = c;
   }
+  return e->cnt[0] != c0 || e->cnt[1] != c1 || e->succ[0] != s0;
 }
 
 /* The best successor of slot i and its step probability; false when none. */
@@ -228,6 +252,32 @@ static void store_footprint(mt_predictor_t *p, size_t i, uint64_t id, const mt_p
   for (size_t k = 0; k < n; k++) p->ring[(pos + 1 + (uint32_t)k) & p->ring_mask] = r[k];
   p->ring_head = pos + 1 + (uint32_t)n;
   p->tab[i].fp = pos;
+  p->epoch++; /* cached footprint pointers may now be overwritten */
+}
+
+/* Extends the cached walk w to at least want steps (or until it ends);
+   returns whether it has one step at least. */
+static bool extend(const mt_predictor_t *p, walk_t *w, uint32_t want) {
+  while (w->n < want && !w->ended) {
+    uint64_t prev, cur, next;
+    double prob;
+    if (w->n >= 2) {
+      prev = w->id[(w->start + w->n - 2) % WALK], cur = w->id[(w->start + w->n - 1) % WALK];
+    } else if (w->n == 1) {
+      prev = p->cur, cur = w->id[w->start % WALK];
+    } else {
+      prev = p->prev, cur = p->cur;
+    }
+    if (!step(p, prev, cur, &next, &prob)) {
+      w->ended = true;
+      break;
+    }
+    uint32_t j = (w->start + w->n) % WALK;
+    w->id[j] = next, w->prob[j] = prob;
+    w->fp[j] = footprint(p, find(p, launch_key(next)), next, &w->fpn[j]);
+    w->n++;
+  }
+  return w->n > 0;
 }
 
 static mt_predictor_t *corr_create(const mt_predictor_config_t *cfg) {
@@ -268,24 +318,45 @@ static bool corr_observe(mt_predictor_t *p, uint64_t id, const mt_pred_region_t 
     /* first order: cur -> id; the cached slot may have been evicted since */
     uint64_t ck = launch_key(p->cur);
     size_t cs = p->cur_slot != SIZE_MAX && p->tab[p->cur_slot].key == ck ? p->cur_slot : find_or_insert(p, ck);
-    learn(&p->tab[cs], id);
+    p->epoch += learn(&p->tab[cs], id);
   }
-  if (p->st.observed > 2) learn(&p->tab[find_or_insert(p, pair_key(p->prev, p->cur))], id);
+  if (p->st.observed > 2) p->epoch += learn(&p->tab[find_or_insert(p, pair_key(p->prev, p->cur))], id);
   size_t s = find_or_insert(p, launch_key(id));
   store_footprint(p, s, id, r, n);
   p->prev = p->cur;
   p->cur = id;
   p->cur_slot = s;
-  double prob;
-  p->has_expected = step(p, p->prev, p->cur, &p->expected, &prob);
+  walk_t *w = &p->walk;
+  if (w->valid && w->epoch == p->epoch && w->n > 0 && w->id[w->start % WALK] == id) {
+    w->start++, w->n--; /* the rest of the walk is the walk from here */
+  } else {
+    *w = (walk_t){.valid = true, .epoch = p->epoch};
+  }
+  p->has_expected = extend(p, w, 1);
+  if (p->has_expected) p->expected = w->id[w->start % WALK];
   return hit;
 }
 
 static size_t corr_predict(mt_predictor_t *p, mt_pred_launch_t *out, size_t max) {
   if (p->st.observed == 0) return 0;
-  uint64_t prev = p->prev, cur = p->cur, next;
-  double conf = 1.0, prob;
+  walk_t *w = &p->walk;
+  if (!w->valid || w->epoch != p->epoch) *w = (walk_t){.valid = true, .epoch = p->epoch};
   size_t k = 0;
+  double conf = 1.0;
+  if (max <= WALK) {
+    extend(p, w, (uint32_t)max);
+    for (; k < max && k < w->n; k++) {
+      uint32_t j = (w->start + (uint32_t)k) % WALK;
+      conf *= w->prob[j];
+      out[k].id = w->id[j];
+      out[k].confidence = conf;
+      out[k].regions = w->fp[j];
+      out[k].nregions = w->fpn[j];
+    }
+    return k;
+  }
+  uint64_t prev = p->prev, cur = p->cur, next;
+  double prob;
   while (k < max && step(p, prev, cur, &next, &prob)) {
     conf *= prob;
     out[k].id = next;
