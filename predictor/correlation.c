@@ -165,8 +165,19 @@ claim:
   return i;
 }
 
+/* Whether e's best successor or its probability (cnt[0] / (cnt[0] + cnt[1]),
+   compared exactly) differs from what (s0, c0, c1) gave. */
+static inline bool walk_visible(const entry_t *e, uint64_t s0, uint8_t c0, uint8_t c1) {
+  unsigned n0 = e->cnt[0], n1 = e->cnt[1];
+  if ((c0 == 0) != (n0 == 0)) return true;
+  if (n0 == 0) return false; /* no successor before or after */
+  return e->succ[0] != s0 || (unsigned)c0 * (n0 + n1) != n0 * ((unsigned)c0 + c1);
+}
+
 /* Records that e was followed by next (the relearning rule above); returns
-   whether e changed. */
+   whether a walk could tell: its best successor or that one's probability
+   changed (a count rising from 2 to 3 with no rival changes neither, so a
+   warming table does not keep invalidating the cached walk). */
 static bool learn(entry_t *e, uint64_t next) {
   uint8_t c0 = e->cnt[0], c1 = e->cnt[1];
   uint64_t s0 = e->succ[0];
@@ -178,7 +189,7 @@ static bool learn(entry_t *e, uint64_t next) {
   if (hit < 0) {
     /* Replace the weakest slot if it has died out. */
     int w = e->cnt[0] <= e->cnt[1] ? 0 : 1;
-    if (e->cnt[w] != 0) return e->cnt[0] != c0 || e->cnt[1] != c1;
+    if (e->cnt[w] != 0) return walk_visible(e, s0, c0, c1);
     e->succ[w] = next;
     e->cnt[w] = 1;
     hit = w;
@@ -191,7 +202,7 @@ static bool learn(entry_t *e, uint64_t next) {
     e->succ[0] = e->succ[1], e->cnt[0] = e->cnt[1];
     e->succ[1] = s, e->cnt[1] = c;
   }
-  return e->cnt[0] != c0 || e->cnt[1] != c1 || e->succ[0] != s0;
+  return walk_visible(e, s0, c0, c1);
 }
 
 /* The best successor of slot i and its step probability; false when none. */
