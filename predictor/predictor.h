@@ -10,20 +10,11 @@
  * Launch identity: xxh3 of function, grid/block and the footprint's region
  * *keys* (not addresses), computed by the caller.
  *
- * Region keys (the contract the caller keeps; the predictor only compares
- * them): a key must name "the same region" in every iteration.
- *  - Long-lived regions (weights, optimizer state, anything alive across
- *    iterations): the region's allocation ordinal, counted from process
- *    start. Stable because a training script allocates its model in the
- *    same order every run, and never again inside the loop.
- *  - Per-iteration regions (activations, gradients freed and reallocated
- *    every step): (identity of the launch that first touched the region in
- *    this iteration, argument slot of that touch), hashed into one key. The
- *    first toucher's identity must itself be computed from keys of regions
- *    born earlier, which makes the definition well founded. Without
- *    mt_mark_iteration(), "this iteration" is "since the region was
- *    allocated": the region is keyed at its first touch after allocation.
- * Keys 0 and ~0 are reserved by no one; any 64-bit value is a valid key.
+ * Region keys: a key must name "the same region" in every iteration —
+ * allocation order for long-lived regions, (first-touching launch, argument
+ * slot) for per-iteration ones; regionkey.h states the contract and
+ * computes them. The predictor only compares keys; any 64-bit value is a
+ * valid key.
  *
  * Threading: none of its own; one caller at a time (the pager's lock).
  */

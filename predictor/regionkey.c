@@ -1,0 +1,30 @@
+/*
+ * regionkey.c - stable region keys (the contract is in regionkey.h).
+ * A splitmix64 finaliser over (kind tag, inputs): cheap, and a bijection
+ * on 64 bits, so distinct long-lived ordinals never collide.
+ */
+#include "regionkey.h"
+
+enum { KIND_LONG = 1, KIND_ITER = 2, KIND_UNBORN = 3 };
+
+static inline uint64_t mix(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x;
+}
+
+uint64_t _mt_regionkey_long_lived(uint64_t ordinal) {
+  /* ordinals below 2^62 keep their kind in the top two bits before mixing */
+  return mix(ordinal ^ ((uint64_t)KIND_LONG << 62));
+}
+
+uint64_t _mt_regionkey_per_iteration(uint64_t first_launch, uint32_t slot) {
+  return mix(mix(first_launch) ^ ((uint64_t)KIND_ITER << 62) ^ slot);
+}
+
+uint64_t _mt_regionkey_unborn(uint32_t slot) {
+  return mix(((uint64_t)KIND_UNBORN << 62) ^ slot);
+}
