@@ -6,7 +6,8 @@
  * to 8 region keys) and times one observe() plus one predict() of depth 8
  * per launch. Prints the median over iterations of ns per launch, the
  * prediction hit rate and the table bytes. Not a timed test: run it by hand
- *   build/predictor/bench_predictor [iterations [launches-per-iteration]]
+ *   build/predictor/bench_predictor [iterations [launches-per-iteration [entries]]]
+ * (entries: table capacity, default 4 x launches-per-iteration).
  * For instructions per launch independent of machine load, run it under
  * callgrind at two iteration counts and divide the difference in Ir by the
  * difference in launches.
@@ -42,7 +43,7 @@ int main(int argc, char **argv) {
   int iters = argc > 1 ? atoi(argv[1]) : 50;
   size_t per = argc > 2 ? (size_t)atol(argv[2]) : 2893;
   if (iters < 1 || per < 1) {
-    fprintf(stderr, "usage: bench_predictor [iterations [launches-per-iteration]]\n");
+    fprintf(stderr, "usage: bench_predictor [iterations [launches-per-iteration [entries]]]\n");
     return 2;
   }
   uint64_t *ids = malloc(per * sizeof(*ids));
@@ -57,7 +58,8 @@ int main(int argc, char **argv) {
       regs[i * 8 + k] = (mt_pred_region_t){.key = rng() % (per * 2), .bytes = 1 + rng() % (1u << 30)};
   }
   const mt_predictor_ops_t *ops = _mt_predictor_find("correlation");
-  mt_predictor_config_t cfg = {.capacity = 4 * per, .footprint_regions = 16 * per};
+  size_t cap = argc > 3 ? (size_t)atol(argv[3]) : 4 * per;
+  mt_predictor_config_t cfg = {.capacity = cap, .footprint_regions = 16 * per};
   mt_predictor_t *p = ops->create(&cfg);
   if (p == NULL) return 1;
   mt_pred_launch_t out[DEPTH];
