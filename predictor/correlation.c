@@ -43,7 +43,8 @@
  * replaced in place, so linear probing needs no tombstones.
  *
  * Footprint ring: a footprint of n regions is a header slot {launch id, n}
- * followed by n region slots. A launch entry remembers the header's
+ * followed by n region slots, contiguous (a footprint that would wrap round
+ * the end starts over at the beginning). A launch entry remembers the header's
  * position (32-bit, wrapping); it is valid while the header still names the
  * launch and fewer than ring-size slots were appended since. An evicted or
  * overwritten footprint reads as unknown, never as someone else's.
@@ -263,7 +264,9 @@ static void store_footprint(mt_predictor_t *p, size_t i, uint64_t id, const mt_p
   uint32_t have;
   if (fp_valid(p, i, id, &have) && have == n && same_footprint(p, p->tab[i].fp, r, n)) return;
   if (n + 1 > (size_t)p->ring_mask / 2) return; /* too big to keep: reads as unknown */
-  uint32_t pos = p->ring_head;
+  uint32_t pos = p->ring_head, off = pos & p->ring_mask;
+  /* a footprint is handed out as one array: never wrap it round the end */
+  if (off + n + 1 > (size_t)p->ring_mask + 1) pos += p->ring_mask + 1 - off;
   p->ring[pos & p->ring_mask] = (mt_pred_region_t){.key = id, .bytes = n};
   for (size_t k = 0; k < n; k++) p->ring[(pos + 1 + (uint32_t)k) & p->ring_mask] = r[k];
   p->ring_head = pos + 1 + (uint32_t)n;
