@@ -48,7 +48,11 @@ static float map8[2][256], map4[2][16], map2[2][4];
  * bucket's first value. encode starts there and walks to the true nearest
  * entry (a step or two at most), instead of a branchy binary search per
  * element. 64 KiB per map. */
-static uint8_t lut8[2][65536], lut4[2][65536], lut2[2][65536];
+static uint8_t lut8[2][65536 + 4], lut4[2][65536 + 4], lut2[2][65536 + 4]; /* +4: a 32-bit gather */
+/* The longest walk up and down from any LUT guess, per map ([bits index][signed]),
+ * measured when the LUT is built (walk_bounds): the AVX2 encode walks exactly
+ * that many steps, branch-free, which is the scalar walk's result. */
+static int walk_up[3][2], walk_down[3][2];
 static pthread_once_t maps_once = PTHREAD_ONCE_INIT;
 
 static int cmp_float(const void *a, const void *b) {
@@ -97,6 +101,31 @@ static void build_lut(uint8_t *lut, const float *map, unsigned len) {
   }
 }
 
+/* The up-walk's condition only strengthens as x grows and the down-walk's
+ * (taken only when the up-walk took no step) as x shrinks, and within a LUT
+ * bucket the guess is fixed and the floats are one contiguous range of
+ * values; so the longest walks of a bucket are those of its two end bit
+ * patterns (NaNs walk nowhere). Measured at both ends of all buckets. */
+static void walk_bounds(const float *map, const uint8_t *lut, unsigned len, int *up, int *down) {
+  int mu = 0, md = 0;
+  for (uint32_t u = 0; u < 65536; u++)
+    for (uint32_t end = 0; end < 2; end++) {
+      uint32_t bits = (u << 16) | (end ? 0xffffu : 0);
+      float x;
+      memcpy(&x, &bits, 4);
+      unsigned c = lut[u], c0 = c;
+      while (c + 1 < len && x - map[c] > map[c + 1] - x)
+        c++;
+      mu = (int)(c - c0) > mu ? (int)(c - c0) : mu;
+      c0 = c;
+      while (c > 0 && x - map[c - 1] <= map[c] - x)
+        c--;
+      md = (int)(c0 - c) > md ? (int)(c0 - c) : md;
+    }
+  *up = mu;
+  *down = md;
+}
+
 static void build_all(void) {
   for (int s = 0; s < 2; s++) {
     build(map8[s], 8, s);
@@ -105,6 +134,9 @@ static void build_all(void) {
     build_lut(lut8[s], map8[s], 256);
     build_lut(lut4[s], map4[s], 16);
     build_lut(lut2[s], map2[s], 4);
+    walk_bounds(map8[s], lut8[s], 256, &walk_up[0][s], &walk_down[0][s]);
+    walk_bounds(map4[s], lut4[s], 16, &walk_up[1][s], &walk_down[1][s]);
+    walk_bounds(map2[s], lut2[s], 4, &walk_up[2][s], &walk_down[2][s]);
   }
 }
 
@@ -257,8 +289,17 @@ void _mt_codec_decode(const _mt_qtensor_t *q, float *x, size_t begin, size_t end
   }
 }
 
-void _mt_adam_kernel_q(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_t *m,
-                       _mt_qtensor_t *v, size_t begin, size_t end) {
+/* bf16/fp16 write-back of p[b, e), when the parameter has a device copy. */
+static void write_out(const _mt_adam_args_t *a, size_t b, size_t e) {
+  if (a->out != NULL) {
+    uint16_t *o = a->out;
+    for (size_t i = b; i < e; i++)
+      o[i] = a->out_dtype == _MT_DT_BF16 ? _mt_f32_to_bf16(a->p[i]) : _mt_f32_to_f16(a->p[i]);
+  }
+}
+
+void _mt_adam_kernel_q_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
+                              _mt_qtensor_t *m, _mt_qtensor_t *v, size_t begin, size_t end) {
   const float *mmap = _mt_codec_map(m->bits, 1), *vmap = _mt_codec_map(v->bits, 0);
   unsigned mlen = 1u << m->bits, vlen = 1u << v->bits;
   float mb[_MT_CODEC_BLOCK], vb[_MT_CODEC_BLOCK]; /* one block, in L1 */
@@ -272,10 +313,157 @@ void _mt_adam_kernel_q(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _m
     _mt_adam_kernel_scalar(s, &blk, 0, e - b);
     encode_block(m, mmap, mlen, mb, b, e);
     encode_block(v, vmap, vlen, vb, b, e);
-    if (a->out != NULL) {
-      uint16_t *o = a->out;
-      for (size_t i = b; i < e; i++)
-        o[i] = a->out_dtype == _MT_DT_BF16 ? _mt_f32_to_bf16(a->p[i]) : _mt_f32_to_f16(a->p[i]);
-    }
+    write_out(a, b, e);
   }
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+/* The AVX2 codec path: the same block structure and the same arithmetic,
+ * eight elements at a time. Bit-identical to the scalar path
+ * (tests/optim/test_codec_simd.c): decode is a table look-up times the
+ * scale (a gather), the Adam update is the AVX2 kernel (itself bit-identical
+ * to the scalar one), and encode takes the absmax (max is order-free on
+ * non-NaN values), divides (IEEE, like the scalar), looks up the LUT guess
+ * and then walks exactly walk_up / walk_down steps whose conditions are the
+ * scalar walk's, so it stops where the scalar loop stops. Block tails
+ * (fewer than 8 elements) go through the scalar code. 8- and 4-bit codes
+ * only; 2-bit stays scalar. */
+#define AVX2 __attribute__((target("avx2")))
+
+AVX2 static void decode_block_avx2(const _mt_qtensor_t *q, const float *map, float *x, size_t b,
+                                   size_t e) {
+  const float s = q->scales[b / _MT_CODEC_BLOCK];
+  const __m256 vs = _mm256_set1_ps(s);
+  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+  size_t n = e - b, i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i c;
+    if (q->bits == 8) {
+      c = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(q->codes + b + i)));
+    } else {
+      uint32_t w;
+      memcpy(&w, q->codes + (b + i) / 2, 4);
+      c = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)w), shifts),
+                           _mm256_set1_epi32(0xf));
+    }
+    _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_i32gather_ps(map, c, 4), vs));
+  }
+  for (; i < n; i++)
+    x[i] = map[get_code(q, b + i)] * s;
+  if (!q->is_signed && s > 0) {
+    const __m256 tiny = _mm256_set1_ps(0x1p-149f), zero = _mm256_setzero_ps();
+    for (i = 0; i + 8 <= n; i += 8) {
+      __m256 y = _mm256_loadu_ps(x + i);
+      _mm256_storeu_ps(x + i, _mm256_blendv_ps(tiny, y, _mm256_cmp_ps(y, zero, _CMP_GT_OQ)));
+    }
+    for (; i < n; i++)
+      x[i] = x[i] > 0 ? x[i] : 0x1p-149f;
+  }
+}
+
+AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned len,
+                                   const uint8_t *lut, int ku, int kd, const float *x, size_t b,
+                                   size_t e) {
+  size_t n = e - b, i = 0;
+  __m256 vmax = _mm256_setzero_ps();
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (; i + 8 <= n; i += 8) /* max_ps(a, m) is a > m ? a : m, the scalar's step */
+    vmax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), absmask), vmax);
+  float lanes[8], amax = 0;
+  _mm256_storeu_ps(lanes, vmax);
+  for (int k = 0; k < 8; k++)
+    amax = lanes[k] > amax ? lanes[k] : amax;
+  for (; i < n; i++) {
+    float a = fabsf(x[i]);
+    amax = a > amax ? a : amax;
+  }
+  q->scales[b / _MT_CODEC_BLOCK] = amax;
+  const __m256 va = _mm256_set1_ps(amax);
+  const __m256i one = _mm256_set1_epi32(1), last = _mm256_set1_epi32((int)len - 1);
+  const __m256i zero = _mm256_setzero_si256(), bytemask = _mm256_set1_epi32(0xff);
+  uint32_t cb[_MT_CODEC_BLOCK];
+  for (i = 0; i + 8 <= n; i += 8) {
+    __m256 y = amax > 0 ? _mm256_div_ps(_mm256_loadu_ps(x + i), va) : _mm256_setzero_ps();
+    __m256i idx = _mm256_srli_epi32(_mm256_castps_si256(y), 16);
+    __m256i c = _mm256_and_si256(_mm256_i32gather_epi32((const int *)lut, idx, 1), bytemask);
+    for (int k = 0; k < ku; k++) { /* c++ while c + 1 < len && y - map[c] > map[c + 1] - y */
+      __m256i can = _mm256_cmpgt_epi32(last, c);
+      __m256i nx = _mm256_min_epi32(_mm256_add_epi32(c, one), last);
+      __m256 mc = _mm256_i32gather_ps(map, c, 4), mn = _mm256_i32gather_ps(map, nx, 4);
+      __m256 gt = _mm256_cmp_ps(_mm256_sub_ps(y, mc), _mm256_sub_ps(mn, y), _CMP_GT_OQ);
+      c = _mm256_sub_epi32(c, _mm256_and_si256(can, _mm256_castps_si256(gt)));
+    }
+    for (int k = 0; k < kd; k++) { /* c-- while c > 0 && y - map[c - 1] <= map[c] - y */
+      __m256i can = _mm256_cmpgt_epi32(c, zero);
+      __m256i pv = _mm256_max_epi32(_mm256_sub_epi32(c, one), zero);
+      __m256 mp = _mm256_i32gather_ps(map, pv, 4), mc = _mm256_i32gather_ps(map, c, 4);
+      __m256 le = _mm256_cmp_ps(_mm256_sub_ps(y, mp), _mm256_sub_ps(mc, y), _CMP_LE_OQ);
+      c = _mm256_add_epi32(c, _mm256_and_si256(can, _mm256_castps_si256(le)));
+    }
+    _mm256_storeu_si256((__m256i *)(cb + i), c);
+  }
+  for (; i < n; i++)
+    cb[i] = nearest_fast(map, lut, len, amax > 0 ? x[i] / amax : 0.0f);
+  if (q->bits == 8) {
+    for (i = 0; i < n; i++)
+      q->codes[b + i] = (uint8_t)cb[i];
+  } else {
+    for (i = 0; i + 2 <= n; i += 2)
+      q->codes[(b + i) / 2] = (uint8_t)(cb[i] | cb[i + 1] << 4);
+    if (i < n)
+      put_code(q, b + i, cb[i]);
+  }
+}
+
+AVX2 void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
+                                 _mt_qtensor_t *m, _mt_qtensor_t *v, size_t begin, size_t end) {
+  if (m->bits == 2 || v->bits == 2) {
+    _mt_adam_kernel_q_scalar(s, a, m, v, begin, end);
+    return;
+  }
+  const float *mmap = _mt_codec_map(m->bits, 1), *vmap = _mt_codec_map(v->bits, 0);
+  const int mi = m->bits == 8 ? 0 : 1, vi = v->bits == 8 ? 0 : 1;
+  const uint8_t *mlut = lut_of(m->bits, 1), *vlut = lut_of(v->bits, 0);
+  unsigned mlen = 1u << m->bits, vlen = 1u << v->bits;
+  float mb[_MT_CODEC_BLOCK], vb[_MT_CODEC_BLOCK];
+  for (size_t b = begin; b < end; b += _MT_CODEC_BLOCK) {
+    size_t e = end - b < _MT_CODEC_BLOCK ? end : b + _MT_CODEC_BLOCK;
+    decode_block_avx2(m, mmap, mb, b, e);
+    decode_block_avx2(v, vmap, vb, b, e);
+    _mt_adam_args_t blk = {.p = a->p + b, .g = a->g + b, .m = mb, .v = vb, .vmax = NULL,
+                           .out = NULL};
+    _mt_adam_kernel_avx2(s, &blk, 0, e - b);
+    encode_block_avx2(m, mmap, mlen, mlut, walk_up[mi][1], walk_down[mi][1], mb, b, e);
+    encode_block_avx2(v, vmap, vlen, vlut, walk_up[vi][0], walk_down[vi][0], vb, b, e);
+    write_out(a, b, e);
+  }
+}
+#else
+void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
+                            _mt_qtensor_t *m, _mt_qtensor_t *v, size_t begin, size_t end) {
+  _mt_adam_kernel_q_scalar(s, a, m, v, begin, end);
+}
+#endif
+
+_mt_adam_kernel_q_fn _mt_codec_kernel_q(_mt_adam_isa_t isa) {
+  if (isa == _MT_ISA_SCALAR)
+    return _mt_adam_kernel_q_scalar;
+#if defined(__x86_64__)
+  if (_mt_adam_kernel(_MT_ISA_AVX2) != NULL)
+    return _mt_adam_kernel_q_avx2;
+#endif
+  return isa == _MT_ISA_AVX2 ? NULL : _mt_adam_kernel_q_scalar;
+}
+
+void _mt_adam_kernel_q(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_t *m,
+                       _mt_qtensor_t *v, size_t begin, size_t end) {
+  static _mt_adam_kernel_q_fn cached; /* resolved once; every thread stores the same */
+  _mt_adam_kernel_q_fn k = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (k == NULL) {
+    k = _mt_codec_kernel_q(_MT_ISA_AUTO);
+    __atomic_store_n(&cached, k, __ATOMIC_RELAXED);
+  }
+  k(s, a, m, v, begin, end);
 }
