@@ -348,7 +348,15 @@ AVX2 static void decode_block_avx2(const _mt_qtensor_t *q, const float *map, flo
       c = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)w), shifts),
                            _mm256_set1_epi32(0xf));
     }
-    _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_i32gather_ps(map, c, 4), vs));
+    __m256 mv;
+    if (q->bits == 8) {
+      mv = _mm256_i32gather_ps(map, c, 4);
+    } else { /* 16 entries in two registers: permute each, pick by the code's bit 3 */
+      __m256 lo = _mm256_permutevar8x32_ps(_mm256_loadu_ps(map), c);
+      __m256 hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(map + 8), c);
+      mv = _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(c, 28)));
+    }
+    _mm256_storeu_ps(x + i, _mm256_mul_ps(mv, vs));
   }
   for (; i < n; i++)
     x[i] = map[get_code(q, b + i)] * s;
@@ -361,6 +369,25 @@ AVX2 static void decode_block_avx2(const _mt_qtensor_t *q, const float *map, flo
     for (; i < n; i++)
       x[i] = x[i] > 0 ? x[i] : 0x1p-149f;
   }
+}
+
+/* The 16-entry maps without a LUT or a gather. The walk's step-up test at
+ * entry c, fl(y - map[c]) > fl(map[c + 1] - y), is monotone in c (its left
+ * side falls and its right side rises as c grows: the map ascends and float
+ * subtraction is monotone), so it holds for c below some K and fails from K
+ * on. Walking up from any guess below K stops at K; the step-down test at c
+ * is the negation of the step-up test at c - 1, so walking down from any
+ * guess above K stops at K. The scalar walk's result is thus K, whatever
+ * the LUT guessed: the count of c in [0, 14] that pass, for any y that is
+ * not a NaN (a NaN fails every test and stays at its guess). */
+AVX2 static inline __m256i count_up(const float *map, __m256 y) {
+  __m256i c = _mm256_setzero_si256();
+  for (int k = 0; k < 15; k++) {
+    __m256 gt = _mm256_cmp_ps(_mm256_sub_ps(y, _mm256_set1_ps(map[k])),
+                              _mm256_sub_ps(_mm256_set1_ps(map[k + 1]), y), _CMP_GT_OQ);
+    c = _mm256_sub_epi32(c, _mm256_castps_si256(gt));
+  }
+  return c;
 }
 
 AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned len,
@@ -386,8 +413,27 @@ AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned 
   uint32_t cb[_MT_CODEC_BLOCK];
   for (i = 0; i + 8 <= n; i += 8) {
     __m256 y = amax > 0 ? _mm256_div_ps(_mm256_loadu_ps(x + i), va) : _mm256_setzero_ps();
+    __m256i c;
+    if (len == 16) {
+      c = count_up(map, y);
+      __m256 nan = _mm256_cmp_ps(y, y, _CMP_UNORD_Q);
+      if (!_mm256_testz_ps(nan, nan)) { /* a NaN stays at its LUT guess */
+        uint32_t cs[8], ys[8];
+        _mm256_storeu_si256((__m256i *)cs, c);
+        _mm256_storeu_si256((__m256i *)ys, _mm256_castps_si256(y));
+        for (int k = 0; k < 8; k++) {
+          float yk;
+          memcpy(&yk, &ys[k], 4);
+          if (yk != yk)
+            cs[k] = lut[ys[k] >> 16];
+        }
+        c = _mm256_loadu_si256((const __m256i *)cs);
+      }
+      _mm256_storeu_si256((__m256i *)(cb + i), c);
+      continue;
+    }
     __m256i idx = _mm256_srli_epi32(_mm256_castps_si256(y), 16);
-    __m256i c = _mm256_and_si256(_mm256_i32gather_epi32((const int *)lut, idx, 1), bytemask);
+    c = _mm256_and_si256(_mm256_i32gather_epi32((const int *)lut, idx, 1), bytemask);
     for (int k = 0; k < ku; k++) { /* c++ while c + 1 < len && y - map[c] > map[c + 1] - y */
       __m256i can = _mm256_cmpgt_epi32(last, c);
       __m256i nx = _mm256_min_epi32(_mm256_add_epi32(c, one), last);

@@ -9,7 +9,7 @@
  * 8, 4 and 2 bits (2 falls back to scalar inside the AVX2 entry); hyper-
  * parameter sets with weight decay, L2, maximize, clipping and lerp's
  * big-weight form; gradients spread over 40 decades with zeros, denormals,
- * an all-zero block and one huge block; 5 steps. And a direct encode probe:
+ * an all-zero block and one huge block, NaNs in one size; 5 steps. And a direct encode probe:
  * with beta1 = beta2 = 0 one step from zero state stores m = g exactly, so
  * g set to every map midpoint and its neighbours a few ulps either side
  * exercises every tie and near-tie of the nearest-value search (the walk
@@ -112,6 +112,10 @@ static void run(size_t n, int bits, const _mt_adam_hp_t *hp, int steps, float cl
   for (int t = 1; t <= steps; t++) {
     for (size_t i = 0; i < n; i++)
       g[i] = gfix != NULL ? gfix[i] : awkward(i, n);
+    if (gfix == NULL && n == 4229) { /* NaN gradients: NaN moments, encoded at their LUT guess */
+      g[17] = NAN;
+      g[300 + (size_t)t] = -NAN;
+    }
     _mt_adam_scalars_t s;
     CHECK(_mt_adam_scalars(hp, (float)t, clip, &s) == 0, "scalars");
     _mt_adam_args_t a1 = {.p = sc.p, .g = g, .out = sc.out, .out_dtype = _MT_DT_BF16};
