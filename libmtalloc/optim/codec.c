@@ -126,6 +126,41 @@ static void walk_bounds(const float *map, const uint8_t *lut, unsigned len, int 
   *down = md;
 }
 
+/* Floats in value order as unsigned integers (NaNs aside), and back. */
+static uint32_t fkey(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+static float funkey(uint32_t k) {
+  uint32_t u = k & 0x80000000u ? k & 0x7fffffffu : ~k;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* thr4[signed][c]: the smallest float y that passes the walk's step-up test
+ * at entry c of the 4-bit map, fl(y - map[c]) > fl(map[c + 1] - y). The
+ * test is monotone in y (and +inf passes it), so a binary search over the
+ * floats in value order finds the exact threshold, and for any y that is
+ * not a NaN the test is y >= thr4[c] (-0 and +0 test alike). */
+static float thr4[2][15];
+
+static void build_thresholds(float *thr, const float *map, unsigned len) {
+  for (unsigned c = 0; c + 1 < len; c++) {
+    uint32_t lo = fkey(-INFINITY), hi = fkey(INFINITY); /* P(hi) holds */
+    while (lo < hi) {
+      uint32_t mid = lo + (hi - lo) / 2;
+      float y = funkey(mid);
+      if (y - map[c] > map[c + 1] - y)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    thr[c] = funkey(lo);
+  }
+}
+
 static void build_all(void) {
   for (int s = 0; s < 2; s++) {
     build(map8[s], 8, s);
@@ -137,6 +172,7 @@ static void build_all(void) {
     walk_bounds(map8[s], lut8[s], 256, &walk_up[0][s], &walk_down[0][s]);
     walk_bounds(map4[s], lut4[s], 16, &walk_up[1][s], &walk_down[1][s]);
     walk_bounds(map2[s], lut2[s], 4, &walk_up[2][s], &walk_down[2][s]);
+    build_thresholds(thr4[s], map4[s], 16);
   }
 }
 
@@ -379,20 +415,28 @@ AVX2 static void decode_block_avx2(const _mt_qtensor_t *q, const float *map, flo
  * is the negation of the step-up test at c - 1, so walking down from any
  * guess above K stops at K. The scalar walk's result is thus K, whatever
  * the LUT guessed: the count of c in [0, 14] that pass, for any y that is
- * not a NaN (a NaN fails every test and stays at its guess). */
-AVX2 static inline __m256i count_up(const float *map, __m256 y) {
-  __m256i c = _mm256_setzero_si256();
-  for (int k = 0; k < 15; k++) {
-    __m256 gt = _mm256_cmp_ps(_mm256_sub_ps(y, _mm256_set1_ps(map[k])),
-                              _mm256_sub_ps(_mm256_set1_ps(map[k + 1]), y), _CMP_GT_OQ);
-    c = _mm256_sub_epi32(c, _mm256_castps_si256(gt));
+ * not a NaN (a NaN fails every test and stays at its guess). Each test is
+ * one compare against its exact threshold (thr4). */
+AVX2 static inline __m256i count_up(const __m256 *bc, __m256 y) {
+  /* bc: the 15 thresholds thr4 broadcast, built once per call (bcast15) */
+  __m256i c0 = _mm256_setzero_si256(), c1 = _mm256_setzero_si256();
+#pragma GCC unroll 16
+  for (int k = 0; k < 14; k += 2) { /* two chains, so the adds need not wait on each other */
+    c0 = _mm256_sub_epi32(c0, _mm256_castps_si256(_mm256_cmp_ps(y, bc[k], _CMP_GE_OQ)));
+    c1 = _mm256_sub_epi32(c1, _mm256_castps_si256(_mm256_cmp_ps(y, bc[k + 1], _CMP_GE_OQ)));
   }
-  return c;
+  c0 = _mm256_sub_epi32(c0, _mm256_castps_si256(_mm256_cmp_ps(y, bc[14], _CMP_GE_OQ)));
+  return _mm256_add_epi32(c0, c1);
+}
+
+AVX2 static void bcast15(__m256 *bc, const float *thr) {
+  for (int k = 0; k < 15; k++)
+    bc[k] = _mm256_set1_ps(thr[k]);
 }
 
 AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned len,
-                                   const uint8_t *lut, int ku, int kd, const float *x, size_t b,
-                                   size_t e) {
+                                   const uint8_t *lut, int ku, int kd, const __m256 *bc,
+                                   const float *x, size_t b, size_t e) {
   size_t n = e - b, i = 0;
   __m256 vmax = _mm256_setzero_ps();
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -415,7 +459,7 @@ AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned 
     __m256 y = amax > 0 ? _mm256_div_ps(_mm256_loadu_ps(x + i), va) : _mm256_setzero_ps();
     __m256i c;
     if (len == 16) {
-      c = count_up(map, y);
+      c = count_up(bc, y);
       __m256 nan = _mm256_cmp_ps(y, y, _CMP_UNORD_Q);
       if (!_mm256_testz_ps(nan, nan)) { /* a NaN stays at its LUT guess */
         uint32_t cs[8], ys[8];
@@ -450,13 +494,35 @@ AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned 
     }
     _mm256_storeu_si256((__m256i *)(cb + i), c);
   }
+  size_t nv = i; /* cb[0, nv) from vectors, packed below with vectors */
   for (; i < n; i++)
     cb[i] = nearest_fast(map, lut, len, amax > 0 ? x[i] / amax : 0.0f);
   if (q->bits == 8) {
-    for (i = 0; i < n; i++)
+    /* bytes 0, 4, 8, 12 of each 128-bit half: the low byte of each code */
+    const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                          -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1,
+                                          -1, -1, -1, -1);
+    for (i = 0; i < nv; i += 8) {
+      __m256i c = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(cb + i)), pick);
+      uint32_t lo = (uint32_t)_mm256_extract_epi32(c, 0), hi = (uint32_t)_mm256_extract_epi32(c, 4);
+      memcpy(q->codes + b + i, &lo, 4);
+      memcpy(q->codes + b + i + 4, &hi, 4);
+    }
+    for (; i < n; i++)
       q->codes[b + i] = (uint8_t)cb[i];
   } else {
-    for (i = 0; i + 2 <= n; i += 2)
+    /* each 64-bit lane holds codes 2j, 2j+1: lane | lane >> 28 puts the
+     * pair's byte in the lane's low byte; bytes 0 and 8 of each half */
+    const __m256i pick = _mm256_setr_epi8(0, 8, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                          -1, -1, 0, 8, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                          -1, -1, -1, -1);
+    for (i = 0; i < nv; i += 8) {
+      __m256i c = _mm256_loadu_si256((const __m256i *)(cb + i));
+      c = _mm256_shuffle_epi8(_mm256_or_si256(c, _mm256_srli_epi64(c, 28)), pick);
+      uint32_t w = (uint32_t)_mm256_extract_epi16(c, 0) | (uint32_t)_mm256_extract_epi16(c, 8) << 16;
+      memcpy(q->codes + (b + i) / 2, &w, 4);
+    }
+    for (; i + 2 <= n; i += 2)
       q->codes[(b + i) / 2] = (uint8_t)(cb[i] | cb[i + 1] << 4);
     if (i < n)
       put_code(q, b + i, cb[i]);
@@ -474,6 +540,11 @@ AVX2 void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_arg
   const uint8_t *mlut = lut_of(m->bits, 1), *vlut = lut_of(v->bits, 0);
   unsigned mlen = 1u << m->bits, vlen = 1u << v->bits;
   float mb[_MT_CODEC_BLOCK], vb[_MT_CODEC_BLOCK];
+  __m256 mbc[15], vbc[15]; /* the 4-bit maps' thresholds broadcast (count_up) */
+  if (m->bits == 4)
+    bcast15(mbc, thr4[1]);
+  if (v->bits == 4)
+    bcast15(vbc, thr4[0]);
   for (size_t b = begin; b < end; b += _MT_CODEC_BLOCK) {
     size_t e = end - b < _MT_CODEC_BLOCK ? end : b + _MT_CODEC_BLOCK;
     decode_block_avx2(m, mmap, mb, b, e);
@@ -481,8 +552,10 @@ AVX2 void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_arg
     _mt_adam_args_t blk = {.p = a->p + b, .g = a->g + b, .m = mb, .v = vb, .vmax = NULL,
                            .out = NULL};
     _mt_adam_kernel_avx2(s, &blk, 0, e - b);
-    encode_block_avx2(m, mmap, mlen, mlut, walk_up[mi][1], walk_down[mi][1], mb, b, e);
-    encode_block_avx2(v, vmap, vlen, vlut, walk_up[vi][0], walk_down[vi][0], vb, b, e);
+    encode_block_avx2(m, mmap, mlen, mlut, walk_up[mi][1], walk_down[mi][1], mbc, mb, b,
+                      e);
+    encode_block_avx2(v, vmap, vlen, vlut, walk_up[vi][0], walk_down[vi][0], vbc, vb, b,
+                      e);
     write_out(a, b, e);
   }
 }
