@@ -145,6 +145,10 @@ static float funkey(uint32_t k) {
  * floats in value order finds the exact threshold, and for any y that is
  * not a NaN the test is y >= thr4[c] (-0 and +0 test alike). */
 static float thr4[2][15];
+/* The same for the 8-bit maps, with sentinels: thr8p[s][0] = -inf (every
+ * non-NaN y passes "entry -1") and thr8p[s][256] = NaN (no y passes entry
+ * 255, which has no successor): thr8p[s][c + 1] is entry c's threshold. */
+static float thr8p[2][257];
 
 static void build_thresholds(float *thr, const float *map, unsigned len) {
   for (unsigned c = 0; c + 1 < len; c++) {
@@ -173,6 +177,9 @@ static void build_all(void) {
     walk_bounds(map4[s], lut4[s], 16, &walk_up[1][s], &walk_down[1][s]);
     walk_bounds(map2[s], lut2[s], 4, &walk_up[2][s], &walk_down[2][s]);
     build_thresholds(thr4[s], map4[s], 16);
+    build_thresholds(thr8p[s] + 1, map8[s], 256);
+    thr8p[s][0] = -INFINITY;
+    thr8p[s][256] = NAN;
   }
 }
 
@@ -434,9 +441,26 @@ AVX2 static void bcast15(__m256 *bc, const float *thr) {
     bc[k] = _mm256_set1_ps(thr[k]);
 }
 
+/* A NaN fails every walk test and keeps its LUT guess: patch those lanes. */
+AVX2 static inline __m256i nan_guess(__m256i c, __m256 y, const uint8_t *lut) {
+  __m256 nan = _mm256_cmp_ps(y, y, _CMP_UNORD_Q);
+  if (_mm256_testz_ps(nan, nan))
+    return c;
+  uint32_t cs[8], ys[8];
+  _mm256_storeu_si256((__m256i *)cs, c);
+  _mm256_storeu_si256((__m256i *)ys, _mm256_castps_si256(y));
+  for (int k = 0; k < 8; k++) {
+    float yk;
+    memcpy(&yk, &ys[k], 4);
+    if (yk != yk)
+      cs[k] = lut[ys[k] >> 16];
+  }
+  return _mm256_loadu_si256((const __m256i *)cs);
+}
+
 AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned len,
                                    const uint8_t *lut, int ku, int kd, const __m256 *bc,
-                                   const float *x, size_t b, size_t e) {
+                                   const float *thr, const float *x, size_t b, size_t e) {
   size_t n = e - b, i = 0;
   __m256 vmax = _mm256_setzero_ps();
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -452,46 +476,32 @@ AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned 
   }
   q->scales[b / _MT_CODEC_BLOCK] = amax;
   const __m256 va = _mm256_set1_ps(amax);
-  const __m256i one = _mm256_set1_epi32(1), last = _mm256_set1_epi32((int)len - 1);
   const __m256i zero = _mm256_setzero_si256(), bytemask = _mm256_set1_epi32(0xff);
   uint32_t cb[_MT_CODEC_BLOCK];
   for (i = 0; i + 8 <= n; i += 8) {
     __m256 y = amax > 0 ? _mm256_div_ps(_mm256_loadu_ps(x + i), va) : _mm256_setzero_ps();
     __m256i c;
     if (len == 16) {
-      c = count_up(bc, y);
-      __m256 nan = _mm256_cmp_ps(y, y, _CMP_UNORD_Q);
-      if (!_mm256_testz_ps(nan, nan)) { /* a NaN stays at its LUT guess */
-        uint32_t cs[8], ys[8];
-        _mm256_storeu_si256((__m256i *)cs, c);
-        _mm256_storeu_si256((__m256i *)ys, _mm256_castps_si256(y));
-        for (int k = 0; k < 8; k++) {
-          float yk;
-          memcpy(&yk, &ys[k], 4);
-          if (yk != yk)
-            cs[k] = lut[ys[k] >> 16];
-        }
-        c = _mm256_loadu_si256((const __m256i *)cs);
-      }
+      c = nan_guess(count_up(bc, y), y, lut);
       _mm256_storeu_si256((__m256i *)(cb + i), c);
       continue;
     }
+    /* 8 bits: the walk from the LUT guess g ends at K, the count of entries
+     * whose step-up test y passes (see count_up), and K lies in
+     * [g - kd, g + ku] (walk_bounds); so K = g - kd plus the passes among
+     * the ku + kd thresholds from entry g - kd on, one gather each. */
     __m256i idx = _mm256_srli_epi32(_mm256_castps_si256(y), 16);
-    c = _mm256_and_si256(_mm256_i32gather_epi32((const int *)lut, idx, 1), bytemask);
-    for (int k = 0; k < ku; k++) { /* c++ while c + 1 < len && y - map[c] > map[c + 1] - y */
-      __m256i can = _mm256_cmpgt_epi32(last, c);
-      __m256i nx = _mm256_min_epi32(_mm256_add_epi32(c, one), last);
-      __m256 mc = _mm256_i32gather_ps(map, c, 4), mn = _mm256_i32gather_ps(map, nx, 4);
-      __m256 gt = _mm256_cmp_ps(_mm256_sub_ps(y, mc), _mm256_sub_ps(mn, y), _CMP_GT_OQ);
-      c = _mm256_sub_epi32(c, _mm256_and_si256(can, _mm256_castps_si256(gt)));
+    __m256i g = _mm256_and_si256(_mm256_i32gather_epi32((const int *)lut, idx, 1), bytemask);
+    c = _mm256_sub_epi32(g, _mm256_set1_epi32(kd));
+    for (int k = 0; k < ku + kd; k++) {
+      /* entry g - kd + k is thr8p index g - kd + k + 1, clamped to the sentinels */
+      __m256i t = _mm256_add_epi32(g, _mm256_set1_epi32(k + 1 - kd));
+      t = _mm256_min_epi32(_mm256_max_epi32(t, zero), _mm256_set1_epi32(256));
+      __m256 ge = _mm256_cmp_ps(y, _mm256_i32gather_ps(thr, t, 4), _CMP_GE_OQ);
+      c = _mm256_sub_epi32(c, _mm256_castps_si256(ge));
     }
-    for (int k = 0; k < kd; k++) { /* c-- while c > 0 && y - map[c - 1] <= map[c] - y */
-      __m256i can = _mm256_cmpgt_epi32(c, zero);
-      __m256i pv = _mm256_max_epi32(_mm256_sub_epi32(c, one), zero);
-      __m256 mp = _mm256_i32gather_ps(map, pv, 4), mc = _mm256_i32gather_ps(map, c, 4);
-      __m256 le = _mm256_cmp_ps(_mm256_sub_ps(y, mp), _mm256_sub_ps(mc, y), _CMP_LE_OQ);
-      c = _mm256_add_epi32(c, _mm256_and_si256(can, _mm256_castps_si256(le)));
-    }
+    c = _mm256_max_epi32(c, zero); /* g - kd below 0: those sentinels passed */
+    c = nan_guess(c, y, lut);
     _mm256_storeu_si256((__m256i *)(cb + i), c);
   }
   size_t nv = i; /* cb[0, nv) from vectors, packed below with vectors */
@@ -552,9 +562,9 @@ AVX2 void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_arg
     _mt_adam_args_t blk = {.p = a->p + b, .g = a->g + b, .m = mb, .v = vb, .vmax = NULL,
                            .out = NULL};
     _mt_adam_kernel_avx2(s, &blk, 0, e - b);
-    encode_block_avx2(m, mmap, mlen, mlut, walk_up[mi][1], walk_down[mi][1], mbc, mb, b,
+    encode_block_avx2(m, mmap, mlen, mlut, walk_up[mi][1], walk_down[mi][1], mbc, thr8p[1], mb, b,
                       e);
-    encode_block_avx2(v, vmap, vlen, vlut, walk_up[vi][0], walk_down[vi][0], vbc, vb, b,
+    encode_block_avx2(v, vmap, vlen, vlut, walk_up[vi][0], walk_down[vi][0], vbc, thr8p[0], vb, b,
                       e);
     write_out(a, b, e);
   }
