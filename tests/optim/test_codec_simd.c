@@ -13,7 +13,9 @@
  * with beta1 = beta2 = 0 one step from zero state stores m = g exactly, so
  * g set to every map midpoint and its neighbours a few ulps either side
  * exercises every tie and near-tie of the nearest-value search (the walk
- * bounds the AVX2 encode relies on). On a CPU without AVX2 the test says
+ * bounds the AVX2 encode relies on). And end to end: two optimizers, isa
+ * SCALAR and AUTO, 8- and 4-bit state, two threads, give identical weights.
+ * On a CPU without AVX2 the test says
  * so and skips (exit 77): there the scalar path is the only one run.
  */
 #include <math.h>
@@ -24,6 +26,7 @@
 
 #include "adam.h"
 #include "codec.h"
+#include "optim.h"
 
 #define CHECK(c, ...)                                                 \
   do {                                                                \
@@ -164,6 +167,39 @@ static void probe_encode(int bits) {
   free(g);
 }
 
+/* Through the optimizer: isa SCALAR takes the scalar codec path, AUTO the
+ * AVX2 one; two threads, two tensors (one with a tail block), 4 steps. */
+static void via_optim(_mt_codec_t codec) {
+  enum { N1 = 70001, N2 = 4103 };
+  static float w[2][N1 + N2], g[N1 + N2];
+  for (size_t i = 0; i < N1 + N2; i++)
+    w[0][i] = w[1][i] = (float)(urand() - 0.5);
+  _mt_optim_t *o[2];
+  for (int k = 0; k < 2; k++) {
+    _mt_optim_cfg_t cfg = {.hp = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                                  .weight_decay = 1e-2, .decoupled = true},
+                           .isa = k == 0 ? _MT_ISA_SCALAR : _MT_ISA_AUTO, .codec = codec,
+                           .threads = 2, .node = -1};
+    CHECK(_mt_optim_create(&cfg, &o[k]) == 0, "create");
+    int rc = _mt_optim_add(o[k], w[k], N1, _MT_DT_F32, g);
+    CHECK(rc >= 0, "add: %d", rc);
+    rc = _mt_optim_add(o[k], w[k] + N1, N2, _MT_DT_F32, g + N1);
+    CHECK(rc >= 0, "add 2: %d", rc);
+  }
+  for (int t = 0; t < 4; t++) {
+    for (size_t i = 0; i < N1 + N2; i++)
+      g[i] = awkward(i, N1 + N2);
+    for (int k = 0; k < 2; k++) {
+      CHECK(_mt_optim_step(o[k], -1, 1.0f) == 0, "step");
+      _mt_optim_wait(o[k]);
+    }
+    CHECK(memcmp(w[0], w[1], sizeof(w[0])) == 0, "optimizer codec %d step %d: weights differ",
+          (int)codec, t);
+  }
+  _mt_optim_destroy(o[0]);
+  _mt_optim_destroy(o[1]);
+}
+
 int main(void) {
   if (_mt_codec_kernel_q(_MT_ISA_AVX2) == NULL) {
     printf("test_codec_simd: this CPU has no AVX2; only the scalar codec path runs here\n");
@@ -185,6 +221,8 @@ int main(void) {
     for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++)
       for (size_t b = 0; b < 3; b++)
         run(sizes[z], bitss[b], &hps[h], 5, h == 1 ? 0.37f : 1.0f, NULL);
+  via_optim(_MT_CODEC_8BIT);
+  via_optim(_MT_CODEC_4BIT);
   printf("test_codec_simd: AVX2 and scalar codec paths bit-identical\n");
   return 0;
 }
