@@ -50,8 +50,8 @@ static float map8[2][256], map4[2][16], map2[2][4];
  * element. 64 KiB per map. */
 static uint8_t lut8[2][65536 + 4], lut4[2][65536 + 4], lut2[2][65536 + 4]; /* +4: a 32-bit gather */
 /* The longest walk up and down from any LUT guess, per map ([bits index][signed]),
- * measured when the LUT is built (walk_bounds): the AVX2 encode walks exactly
- * that many steps, branch-free, which is the scalar walk's result. */
+ * measured when the LUT is built (walk_bounds): the window around the guess
+ * in which the AVX2 8-bit encode looks for the scalar walk's result. */
 static int walk_up[3][2], walk_down[3][2];
 static pthread_once_t maps_once = PTHREAD_ONCE_INIT;
 
@@ -368,11 +368,12 @@ void _mt_adam_kernel_q_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t
  * (tests/optim/test_codec_simd.c): decode is a table look-up times the
  * scale (a gather), the Adam update is the AVX2 kernel (itself bit-identical
  * to the scalar one), and encode takes the absmax (max is order-free on
- * non-NaN values), divides (IEEE, like the scalar), looks up the LUT guess
- * and then walks exactly walk_up / walk_down steps whose conditions are the
- * scalar walk's, so it stops where the scalar loop stops. Block tails
- * (fewer than 8 elements) go through the scalar code. 8- and 4-bit codes
- * only; 2-bit stays scalar. */
+ * non-NaN values), divides (IEEE, like the scalar), and finds the code the
+ * scalar walk would end at by comparing y with exact per-entry thresholds:
+ * all 15 for 4 bits (count_up), for 8 bits only those in the window around
+ * the LUT guess that walk_bounds allows. Block tails (fewer than 8
+ * elements) go through the scalar code. 8- and 4-bit codes only; 2-bit
+ * stays scalar. */
 #define AVX2 __attribute__((target("avx2")))
 
 AVX2 static void decode_block_avx2(const _mt_qtensor_t *q, const float *map, float *x, size_t b,

@@ -12,8 +12,8 @@
  * an all-zero block and one huge block, NaNs in one size; 5 steps. And a direct encode probe:
  * with beta1 = beta2 = 0 one step from zero state stores m = g exactly, so
  * g set to every map midpoint and its neighbours a few ulps either side
- * exercises every tie and near-tie of the nearest-value search (the walk
- * bounds the AVX2 encode relies on). And end to end: two optimizers, isa
+ * exercises every tie and near-tie of the nearest-value search (the exact
+ * thresholds and walk window the AVX2 encode relies on). And end to end: two optimizers, isa
  * SCALAR and AUTO, 8- and 4-bit state, two threads, give identical weights.
  * On a CPU without AVX2 the test says
  * so and skips (exit 77): there the scalar path is the only one run.
