@@ -48,7 +48,11 @@ static float map8[2][256], map4[2][16], map2[2][4];
  * bucket's first value. encode starts there and walks to the true nearest
  * entry (a step or two at most), instead of a branchy binary search per
  * element. 64 KiB per map. */
-static uint8_t lut8[2][65536], lut4[2][65536], lut2[2][65536];
+static uint8_t lut8[2][65536 + 4], lut4[2][65536 + 4], lut2[2][65536 + 4]; /* +4: a 32-bit gather */
+/* The longest walk up and down from any LUT guess, per map ([bits index][signed]),
+ * measured when the LUT is built (walk_bounds): the window around the guess
+ * in which the AVX2 8-bit encode looks for the scalar walk's result. */
+static int walk_up[3][2], walk_down[3][2];
 static pthread_once_t maps_once = PTHREAD_ONCE_INIT;
 
 static int cmp_float(const void *a, const void *b) {
@@ -97,6 +101,70 @@ static void build_lut(uint8_t *lut, const float *map, unsigned len) {
   }
 }
 
+/* The up-walk's condition only strengthens as x grows and the down-walk's
+ * (taken only when the up-walk took no step) as x shrinks, and within a LUT
+ * bucket the guess is fixed and the floats are one contiguous range of
+ * values; so the longest walks of a bucket are those of its two end bit
+ * patterns (NaNs walk nowhere). Measured at both ends of all buckets. */
+static void walk_bounds(const float *map, const uint8_t *lut, unsigned len, int *up, int *down) {
+  int mu = 0, md = 0;
+  for (uint32_t u = 0; u < 65536; u++)
+    for (uint32_t end = 0; end < 2; end++) {
+      uint32_t bits = (u << 16) | (end ? 0xffffu : 0);
+      float x;
+      memcpy(&x, &bits, 4);
+      unsigned c = lut[u], c0 = c;
+      while (c + 1 < len && x - map[c] > map[c + 1] - x)
+        c++;
+      mu = (int)(c - c0) > mu ? (int)(c - c0) : mu;
+      c0 = c;
+      while (c > 0 && x - map[c - 1] <= map[c] - x)
+        c--;
+      md = (int)(c0 - c) > md ? (int)(c0 - c) : md;
+    }
+  *up = mu;
+  *down = md;
+}
+
+/* Floats in value order as unsigned integers (NaNs aside), and back. */
+static uint32_t fkey(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+static float funkey(uint32_t k) {
+  uint32_t u = k & 0x80000000u ? k & 0x7fffffffu : ~k;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* thr4[signed][c]: the smallest float y that passes the walk's step-up test
+ * at entry c of the 4-bit map, fl(y - map[c]) > fl(map[c + 1] - y). The
+ * test is monotone in y (and +inf passes it), so a binary search over the
+ * floats in value order finds the exact threshold, and for any y that is
+ * not a NaN the test is y >= thr4[c] (-0 and +0 test alike). */
+static float thr4[2][15];
+/* The same for the 8-bit maps, with sentinels: thr8p[s][0] = -inf (every
+ * non-NaN y passes "entry -1") and thr8p[s][256] = NaN (no y passes entry
+ * 255, which has no successor): thr8p[s][c + 1] is entry c's threshold. */
+static float thr8p[2][257];
+
+static void build_thresholds(float *thr, const float *map, unsigned len) {
+  for (unsigned c = 0; c + 1 < len; c++) {
+    uint32_t lo = fkey(-INFINITY), hi = fkey(INFINITY); /* P(hi) holds */
+    while (lo < hi) {
+      uint32_t mid = lo + (hi - lo) / 2;
+      float y = funkey(mid);
+      if (y - map[c] > map[c + 1] - y)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    thr[c] = funkey(lo);
+  }
+}
+
 static void build_all(void) {
   for (int s = 0; s < 2; s++) {
     build(map8[s], 8, s);
@@ -105,6 +173,13 @@ static void build_all(void) {
     build_lut(lut8[s], map8[s], 256);
     build_lut(lut4[s], map4[s], 16);
     build_lut(lut2[s], map2[s], 4);
+    walk_bounds(map8[s], lut8[s], 256, &walk_up[0][s], &walk_down[0][s]);
+    walk_bounds(map4[s], lut4[s], 16, &walk_up[1][s], &walk_down[1][s]);
+    walk_bounds(map2[s], lut2[s], 4, &walk_up[2][s], &walk_down[2][s]);
+    build_thresholds(thr4[s], map4[s], 16);
+    build_thresholds(thr8p[s] + 1, map8[s], 256);
+    thr8p[s][0] = -INFINITY;
+    thr8p[s][256] = NAN;
   }
 }
 
@@ -257,8 +332,17 @@ void _mt_codec_decode(const _mt_qtensor_t *q, float *x, size_t begin, size_t end
   }
 }
 
-void _mt_adam_kernel_q(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_t *m,
-                       _mt_qtensor_t *v, size_t begin, size_t end) {
+/* bf16/fp16 write-back of p[b, e), when the parameter has a device copy. */
+static void write_out(const _mt_adam_args_t *a, size_t b, size_t e) {
+  if (a->out != NULL) {
+    uint16_t *o = a->out;
+    for (size_t i = b; i < e; i++)
+      o[i] = a->out_dtype == _MT_DT_BF16 ? _mt_f32_to_bf16(a->p[i]) : _mt_f32_to_f16(a->p[i]);
+  }
+}
+
+void _mt_adam_kernel_q_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
+                              _mt_qtensor_t *m, _mt_qtensor_t *v, size_t begin, size_t end) {
   const float *mmap = _mt_codec_map(m->bits, 1), *vmap = _mt_codec_map(v->bits, 0);
   unsigned mlen = 1u << m->bits, vlen = 1u << v->bits;
   float mb[_MT_CODEC_BLOCK], vb[_MT_CODEC_BLOCK]; /* one block, in L1 */
@@ -272,10 +356,244 @@ void _mt_adam_kernel_q(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _m
     _mt_adam_kernel_scalar(s, &blk, 0, e - b);
     encode_block(m, mmap, mlen, mb, b, e);
     encode_block(v, vmap, vlen, vb, b, e);
-    if (a->out != NULL) {
-      uint16_t *o = a->out;
-      for (size_t i = b; i < e; i++)
-        o[i] = a->out_dtype == _MT_DT_BF16 ? _mt_f32_to_bf16(a->p[i]) : _mt_f32_to_f16(a->p[i]);
-    }
+    write_out(a, b, e);
   }
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+/* The AVX2 codec path: the same block structure and the same arithmetic,
+ * eight elements at a time. Bit-identical to the scalar path
+ * (tests/optim/test_codec_simd.c): decode is a table look-up times the
+ * scale (a gather), the Adam update is the AVX2 kernel (itself bit-identical
+ * to the scalar one), and encode takes the absmax (max is order-free on
+ * non-NaN values), divides (IEEE, like the scalar), and finds the code the
+ * scalar walk would end at by comparing y with exact per-entry thresholds:
+ * all 15 for 4 bits (count_up), for 8 bits only those in the window around
+ * the LUT guess that walk_bounds allows. Block tails (fewer than 8
+ * elements) go through the scalar code. 8- and 4-bit codes only; 2-bit
+ * stays scalar. */
+#define AVX2 __attribute__((target("avx2")))
+
+AVX2 static void decode_block_avx2(const _mt_qtensor_t *q, const float *map, float *x, size_t b,
+                                   size_t e) {
+  const float s = q->scales[b / _MT_CODEC_BLOCK];
+  const __m256 vs = _mm256_set1_ps(s);
+  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+  size_t n = e - b, i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i c;
+    if (q->bits == 8) {
+      c = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(q->codes + b + i)));
+    } else {
+      uint32_t w;
+      memcpy(&w, q->codes + (b + i) / 2, 4);
+      c = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)w), shifts),
+                           _mm256_set1_epi32(0xf));
+    }
+    __m256 mv;
+    if (q->bits == 8) {
+      mv = _mm256_i32gather_ps(map, c, 4);
+    } else { /* 16 entries in two registers: permute each, pick by the code's bit 3 */
+      __m256 lo = _mm256_permutevar8x32_ps(_mm256_loadu_ps(map), c);
+      __m256 hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(map + 8), c);
+      mv = _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(c, 28)));
+    }
+    _mm256_storeu_ps(x + i, _mm256_mul_ps(mv, vs));
+  }
+  for (; i < n; i++)
+    x[i] = map[get_code(q, b + i)] * s;
+  if (!q->is_signed && s > 0) {
+    const __m256 tiny = _mm256_set1_ps(0x1p-149f), zero = _mm256_setzero_ps();
+    for (i = 0; i + 8 <= n; i += 8) {
+      __m256 y = _mm256_loadu_ps(x + i);
+      _mm256_storeu_ps(x + i, _mm256_blendv_ps(tiny, y, _mm256_cmp_ps(y, zero, _CMP_GT_OQ)));
+    }
+    for (; i < n; i++)
+      x[i] = x[i] > 0 ? x[i] : 0x1p-149f;
+  }
+}
+
+/* The 16-entry maps without a LUT or a gather. The walk's step-up test at
+ * entry c, fl(y - map[c]) > fl(map[c + 1] - y), is monotone in c (its left
+ * side falls and its right side rises as c grows: the map ascends and float
+ * subtraction is monotone), so it holds for c below some K and fails from K
+ * on. Walking up from any guess below K stops at K; the step-down test at c
+ * is the negation of the step-up test at c - 1, so walking down from any
+ * guess above K stops at K. The scalar walk's result is thus K, whatever
+ * the LUT guessed: the count of c in [0, 14] that pass, for any y that is
+ * not a NaN (a NaN fails every test and stays at its guess). Each test is
+ * one compare against its exact threshold (thr4). */
+AVX2 static inline __m256i count_up(const __m256 *bc, __m256 y) {
+  /* bc: the 15 thresholds thr4 broadcast, built once per call (bcast15) */
+  __m256i c0 = _mm256_setzero_si256(), c1 = _mm256_setzero_si256();
+#pragma GCC unroll 16
+  for (int k = 0; k < 14; k += 2) { /* two chains, so the adds need not wait on each other */
+    c0 = _mm256_sub_epi32(c0, _mm256_castps_si256(_mm256_cmp_ps(y, bc[k], _CMP_GE_OQ)));
+    c1 = _mm256_sub_epi32(c1, _mm256_castps_si256(_mm256_cmp_ps(y, bc[k + 1], _CMP_GE_OQ)));
+  }
+  c0 = _mm256_sub_epi32(c0, _mm256_castps_si256(_mm256_cmp_ps(y, bc[14], _CMP_GE_OQ)));
+  return _mm256_add_epi32(c0, c1);
+}
+
+AVX2 static void bcast15(__m256 *bc, const float *thr) {
+  for (int k = 0; k < 15; k++)
+    bc[k] = _mm256_set1_ps(thr[k]);
+}
+
+/* A NaN fails every walk test and keeps its LUT guess: patch those lanes. */
+AVX2 static inline __m256i nan_guess(__m256i c, __m256 y, const uint8_t *lut) {
+  __m256 nan = _mm256_cmp_ps(y, y, _CMP_UNORD_Q);
+  if (_mm256_testz_ps(nan, nan))
+    return c;
+  uint32_t cs[8], ys[8];
+  _mm256_storeu_si256((__m256i *)cs, c);
+  _mm256_storeu_si256((__m256i *)ys, _mm256_castps_si256(y));
+  for (int k = 0; k < 8; k++) {
+    float yk;
+    memcpy(&yk, &ys[k], 4);
+    if (yk != yk)
+      cs[k] = lut[ys[k] >> 16];
+  }
+  return _mm256_loadu_si256((const __m256i *)cs);
+}
+
+AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned len,
+                                   const uint8_t *lut, int ku, int kd, const __m256 *bc,
+                                   const float *thr, const float *x, size_t b, size_t e) {
+  size_t n = e - b, i = 0;
+  __m256 vmax = _mm256_setzero_ps();
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (; i + 8 <= n; i += 8) /* max_ps(a, m) is a > m ? a : m, the scalar's step */
+    vmax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), absmask), vmax);
+  float lanes[8], amax = 0;
+  _mm256_storeu_ps(lanes, vmax);
+  for (int k = 0; k < 8; k++)
+    amax = lanes[k] > amax ? lanes[k] : amax;
+  for (; i < n; i++) {
+    float a = fabsf(x[i]);
+    amax = a > amax ? a : amax;
+  }
+  q->scales[b / _MT_CODEC_BLOCK] = amax;
+  const __m256 va = _mm256_set1_ps(amax);
+  const __m256i zero = _mm256_setzero_si256(), bytemask = _mm256_set1_epi32(0xff);
+  uint32_t cb[_MT_CODEC_BLOCK];
+  for (i = 0; i + 8 <= n; i += 8) {
+    __m256 y = amax > 0 ? _mm256_div_ps(_mm256_loadu_ps(x + i), va) : _mm256_setzero_ps();
+    __m256i c;
+    if (len == 16) {
+      c = nan_guess(count_up(bc, y), y, lut);
+      _mm256_storeu_si256((__m256i *)(cb + i), c);
+      continue;
+    }
+    /* 8 bits: the walk from the LUT guess g ends at K, the count of entries
+     * whose step-up test y passes (see count_up), and K lies in
+     * [g - kd, g + ku] (walk_bounds); so K = g - kd plus the passes among
+     * the ku + kd thresholds from entry g - kd on, one gather each. */
+    __m256i idx = _mm256_srli_epi32(_mm256_castps_si256(y), 16);
+    __m256i g = _mm256_and_si256(_mm256_i32gather_epi32((const int *)lut, idx, 1), bytemask);
+    c = _mm256_sub_epi32(g, _mm256_set1_epi32(kd));
+    for (int k = 0; k < ku + kd; k++) {
+      /* entry g - kd + k is thr8p index g - kd + k + 1, clamped to the sentinels */
+      __m256i t = _mm256_add_epi32(g, _mm256_set1_epi32(k + 1 - kd));
+      t = _mm256_min_epi32(_mm256_max_epi32(t, zero), _mm256_set1_epi32(256));
+      __m256 ge = _mm256_cmp_ps(y, _mm256_i32gather_ps(thr, t, 4), _CMP_GE_OQ);
+      c = _mm256_sub_epi32(c, _mm256_castps_si256(ge));
+    }
+    c = _mm256_max_epi32(c, zero); /* g - kd below 0: those sentinels passed */
+    c = nan_guess(c, y, lut);
+    _mm256_storeu_si256((__m256i *)(cb + i), c);
+  }
+  size_t nv = i; /* cb[0, nv) from vectors, packed below with vectors */
+  for (; i < n; i++)
+    cb[i] = nearest_fast(map, lut, len, amax > 0 ? x[i] / amax : 0.0f);
+  if (q->bits == 8) {
+    /* bytes 0, 4, 8, 12 of each 128-bit half: the low byte of each code */
+    const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                          -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1,
+                                          -1, -1, -1, -1);
+    for (i = 0; i < nv; i += 8) {
+      __m256i c = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(cb + i)), pick);
+      uint32_t lo = (uint32_t)_mm256_extract_epi32(c, 0), hi = (uint32_t)_mm256_extract_epi32(c, 4);
+      memcpy(q->codes + b + i, &lo, 4);
+      memcpy(q->codes + b + i + 4, &hi, 4);
+    }
+    for (; i < n; i++)
+      q->codes[b + i] = (uint8_t)cb[i];
+  } else {
+    /* each 64-bit lane holds codes 2j, 2j+1: lane | lane >> 28 puts the
+     * pair's byte in the lane's low byte; bytes 0 and 8 of each half */
+    const __m256i pick = _mm256_setr_epi8(0, 8, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                          -1, -1, 0, 8, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                          -1, -1, -1, -1);
+    for (i = 0; i < nv; i += 8) {
+      __m256i c = _mm256_loadu_si256((const __m256i *)(cb + i));
+      c = _mm256_shuffle_epi8(_mm256_or_si256(c, _mm256_srli_epi64(c, 28)), pick);
+      uint32_t w = (uint32_t)_mm256_extract_epi16(c, 0) | (uint32_t)_mm256_extract_epi16(c, 8) << 16;
+      memcpy(q->codes + (b + i) / 2, &w, 4);
+    }
+    for (; i + 2 <= n; i += 2)
+      q->codes[(b + i) / 2] = (uint8_t)(cb[i] | cb[i + 1] << 4);
+    if (i < n)
+      put_code(q, b + i, cb[i]);
+  }
+}
+
+AVX2 void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
+                                 _mt_qtensor_t *m, _mt_qtensor_t *v, size_t begin, size_t end) {
+  if (m->bits == 2 || v->bits == 2) {
+    _mt_adam_kernel_q_scalar(s, a, m, v, begin, end);
+    return;
+  }
+  const float *mmap = _mt_codec_map(m->bits, 1), *vmap = _mt_codec_map(v->bits, 0);
+  const int mi = m->bits == 8 ? 0 : 1, vi = v->bits == 8 ? 0 : 1;
+  const uint8_t *mlut = lut_of(m->bits, 1), *vlut = lut_of(v->bits, 0);
+  unsigned mlen = 1u << m->bits, vlen = 1u << v->bits;
+  float mb[_MT_CODEC_BLOCK], vb[_MT_CODEC_BLOCK];
+  __m256 mbc[15], vbc[15]; /* the 4-bit maps' thresholds broadcast (count_up) */
+  if (m->bits == 4)
+    bcast15(mbc, thr4[1]);
+  if (v->bits == 4)
+    bcast15(vbc, thr4[0]);
+  for (size_t b = begin; b < end; b += _MT_CODEC_BLOCK) {
+    size_t e = end - b < _MT_CODEC_BLOCK ? end : b + _MT_CODEC_BLOCK;
+    decode_block_avx2(m, mmap, mb, b, e);
+    decode_block_avx2(v, vmap, vb, b, e);
+    _mt_adam_args_t blk = {.p = a->p + b, .g = a->g + b, .m = mb, .v = vb, .vmax = NULL,
+                           .out = NULL};
+    _mt_adam_kernel_avx2(s, &blk, 0, e - b);
+    encode_block_avx2(m, mmap, mlen, mlut, walk_up[mi][1], walk_down[mi][1], mbc, thr8p[1], mb, b,
+                      e);
+    encode_block_avx2(v, vmap, vlen, vlut, walk_up[vi][0], walk_down[vi][0], vbc, thr8p[0], vb, b,
+                      e);
+    write_out(a, b, e);
+  }
+}
+#else
+void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
+                            _mt_qtensor_t *m, _mt_qtensor_t *v, size_t begin, size_t end) {
+  _mt_adam_kernel_q_scalar(s, a, m, v, begin, end);
+}
+#endif
+
+_mt_adam_kernel_q_fn _mt_codec_kernel_q(_mt_adam_isa_t isa) {
+  if (isa == _MT_ISA_SCALAR)
+    return _mt_adam_kernel_q_scalar;
+#if defined(__x86_64__)
+  if (_mt_adam_kernel(_MT_ISA_AVX2) != NULL)
+    return _mt_adam_kernel_q_avx2;
+#endif
+  return isa == _MT_ISA_AVX2 ? NULL : _mt_adam_kernel_q_scalar;
+}
+
+void _mt_adam_kernel_q(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_t *m,
+                       _mt_qtensor_t *v, size_t begin, size_t end) {
+  static _mt_adam_kernel_q_fn cached; /* resolved once; every thread stores the same */
+  _mt_adam_kernel_q_fn k = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (k == NULL) {
+    k = _mt_codec_kernel_q(_MT_ISA_AUTO);
+    __atomic_store_n(&cached, k, __ATOMIC_RELAXED);
+  }
+  k(s, a, m, v, begin, end);
 }

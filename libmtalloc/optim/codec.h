@@ -44,5 +44,19 @@ void _mt_codec_decode(const _mt_qtensor_t *q, float *x, size_t begin, size_t end
  * re-encode. amsgrad is not supported (a->vmax must be NULL). */
 void _mt_adam_kernel_q(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_t *m,
                        _mt_qtensor_t *v, size_t begin, size_t end);
+typedef void (*_mt_adam_kernel_q_fn)(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
+                                     _mt_qtensor_t *m, _mt_qtensor_t *v, size_t begin, size_t end);
+/* The two implementations, bit-identical (tests/optim/test_codec_simd.c):
+ * the scalar one, and the AVX2 one (8- and 4-bit; 2-bit falls back to
+ * scalar), compiled with a target attribute and only called when the CPU
+ * has AVX2. _mt_adam_kernel_q takes the AVX2 one where it can. */
+void _mt_adam_kernel_q_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
+                              _mt_qtensor_t *m, _mt_qtensor_t *v, size_t begin, size_t end);
+void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
+                            _mt_qtensor_t *m, _mt_qtensor_t *v, size_t begin, size_t end);
+/* The codec kernel for an isa: SCALAR the scalar one; AVX2 the AVX2 one or
+ * NULL on a CPU without it; AUTO/AVX512/MKL the AVX2 one where the CPU has
+ * it, else the scalar one. */
+_mt_adam_kernel_q_fn _mt_codec_kernel_q(_mt_adam_isa_t isa);
 
 #endif

@@ -53,6 +53,7 @@ typedef struct task {
 struct _mt_optim {
   _mt_optim_cfg_t cfg;
   _mt_adam_kernel_fn kernel;
+  _mt_adam_kernel_q_fn kernel_q; /* quantised state: scalar when isa is SCALAR, else AVX2 if any */
   _mt_pool_t *pool;
   param_t *params;
   int nparams, cap;
@@ -85,6 +86,7 @@ int _mt_optim_create(const _mt_optim_cfg_t *cfg, _mt_optim_t **out) {
     return -ENOMEM;
   o->cfg = *cfg;
   o->kernel = k;
+  o->kernel_q = _mt_codec_kernel_q(cfg->isa == _MT_ISA_SCALAR ? _MT_ISA_SCALAR : _MT_ISA_AUTO);
   int rc = _mt_pool_create(cfg->threads, cfg->node, &o->pool);
   if (rc != 0) {
     free(o);
@@ -175,7 +177,7 @@ static void run_task(void *arg, size_t t) {
                        .out = p->dtype == _MT_DT_F32 ? NULL : p->weights,
                        .out_dtype = p->dtype};
   if (p->quant)
-    _mt_adam_kernel_q(&p->sc, &a, &p->qm, &p->qv, tk->begin, tk->end);
+    o->kernel_q(&p->sc, &a, &p->qm, &p->qv, tk->begin, tk->end);
   else
     o->kernel(&p->sc, &a, tk->begin, tk->end);
 }
