@@ -59,6 +59,7 @@
 #include <string.h>
 
 #include "predictor.h"
+#include "mix.h"
 
 #define MT_CORR_SUCC 2
 #define CNT_MAX 7
@@ -108,26 +109,16 @@ struct mt_predictor {
   mt_predictor_stats_t st;
 };
 
-static inline uint64_t mix(uint64_t x) {
-  /* splitmix64's finaliser: every input bit reaches every output bit */
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
-
 static inline uint64_t nonzero(uint64_t k) {
   return k ? k : 1;
 }
 
 static inline uint64_t launch_key(uint64_t id) {
-  return nonzero(mix(id ^ 0x6c61756e6368ULL));
+  return nonzero(_mt_mix64(id ^ 0x6c61756e6368ULL));
 }
 
 static inline uint64_t pair_key(uint64_t prev, uint64_t cur) {
-  return nonzero(mix(prev * 0x9e3779b97f4a7c15ULL ^ mix(cur)));
+  return nonzero(_mt_mix64(prev * 0x9e3779b97f4a7c15ULL ^ _mt_mix64(cur)));
 }
 
 static size_t pow2_at_least(size_t n) {

@@ -4,27 +4,19 @@
  * on 64 bits, so distinct long-lived ordinals never collide.
  */
 #include "regionkey.h"
+#include "mix.h"
 
 enum { KIND_LONG = 1, KIND_ITER = 2, KIND_UNBORN = 3 };
 
-static inline uint64_t mix(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
-
 uint64_t _mt_regionkey_long_lived(uint64_t ordinal) {
   /* ordinals below 2^62 keep their kind in the top two bits before mixing */
-  return mix(ordinal ^ ((uint64_t)KIND_LONG << 62));
+  return _mt_mix64(ordinal ^ ((uint64_t)KIND_LONG << 62));
 }
 
 uint64_t _mt_regionkey_per_iteration(uint64_t first_launch, uint32_t slot) {
-  return mix(mix(first_launch) ^ ((uint64_t)KIND_ITER << 62) ^ slot);
+  return _mt_mix64(_mt_mix64(first_launch) ^ ((uint64_t)KIND_ITER << 62) ^ slot);
 }
 
 uint64_t _mt_regionkey_unborn(uint32_t slot) {
-  return mix(((uint64_t)KIND_UNBORN << 62) ^ slot);
+  return _mt_mix64(((uint64_t)KIND_UNBORN << 62) ^ slot);
 }
