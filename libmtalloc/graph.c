@@ -115,6 +115,7 @@ static mt_graph_fp_t *add(mt_pager_t *p, int kind, mt_handle_t h) {
   if (g == NULL) return NULL;
   g->kind = kind;
   g->h = h;
+  p->ncaptures += kind == FP_CAPTURE;
   g->next = p->graphs;
   p->graphs = g;
   return g;
@@ -124,6 +125,7 @@ static void drop(mt_pager_t *p, mt_graph_fp_t *g, addr_list_t *tofree) {
   for (mt_graph_fp_t **pp = &p->graphs; *pp; pp = &(*pp)->next) {
     if (*pp == g) {
       *pp = g->next;
+      p->ncaptures -= g->kind == FP_CAPTURE;
       own_put(g->own, tofree);
       free(g->addr);
       free(g);
@@ -133,13 +135,13 @@ static void drop(mt_pager_t *p, mt_graph_fp_t *g, addr_list_t *tofree) {
 }
 
 bool _mt_capturing(mt_pager_t *p, mt_handle_t s) {
-  return p->graphs != NULL && find(p, FP_CAPTURE, s) != NULL;
+  return p->ncaptures > 0 && find(p, FP_CAPTURE, s) != NULL;
 }
 
+/* Asked on every allocation, free and eviction: a count, not a walk of the
+ * graph list (which also holds every live graph and executable graph). */
 bool _mt_capture_active(mt_pager_t *p) {
-  for (mt_graph_fp_t *g = p->graphs; g; g = g->next)
-    if (g->kind == FP_CAPTURE) return true;
-  return false;
+  return p->ncaptures > 0;
 }
 
 void _mt_capture_alloc(mt_handle_t s, uintptr_t addr) {
@@ -218,6 +220,7 @@ void _mt_capture_end(mt_handle_t s, mt_handle_t graph) {
     if (graph != 0) {
       g->kind = FP_GRAPH;
       g->h = graph;
+      p->ncaptures--;
     } else {
       drop(p, g, &tofree); /* the capture failed: nothing will replay into them */
     }

@@ -226,6 +226,7 @@ struct mt_pager {
 
   /* graph.c */
   struct mt_graph_fp *graphs;
+  size_t ncaptures;          /* entries of graphs still capturing */
 };
 
 extern mt_pager_t *_mt_pager;
