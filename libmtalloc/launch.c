@@ -69,12 +69,20 @@ static void scan_bytes(mt_pager_t *p, footprint_t *fp, const void *v, size_t siz
 /* CUtensorMap descriptors are 128 bytes, 64-byte aligned in the parameter
  * buffer, alone or inside a struct parameter: each such window of a large
  * parameter (off: its offset in the buffer) is looked up. */
+typedef struct tmap_ctx {
+  mt_pager_t *p;
+  footprint_t *fp;
+} tmap_ctx_t;
+
+static void tmap_found(void *arg, uintptr_t addr) {
+  tmap_ctx_t *c = arg;
+  fp_add(c->p, c->fp, addr);
+}
+
 static __attribute__((noinline)) void scan_tensormaps(mt_pager_t *p, footprint_t *fp, const void *v, size_t off,
                                                       size_t size) {
-  for (size_t o = (64 - off % 64) % 64; o + MT_TMAP_BYTES <= size; o += 64) {
-    uintptr_t addr;
-    if (_mt_tmap_find((const char *)v + o, &addr)) fp_add(p, fp, addr);
-  }
+  tmap_ctx_t c = {p, fp};
+  _mt_tmap_each(v, (64 - off % 64) % 64, size, tmap_found, &c);
 }
 
 static void scan(mt_pager_t *p, footprint_t *fp, const mt_layout_t *l, void **params, void **extra) {
@@ -169,9 +177,9 @@ static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle
     mt_region_t *r = fp->r[i];
     if (_mt_region_hot(p, r, true)) continue;
     int rc;
-    size_t extra = _mt_region_bytes(p, r) > 0 ? (size_t)(r->nchunks - r->ndevice) * p->chunk : 0;
+    size_t extra = over && _mt_region_bytes(p, r) > 0 ? (size_t)(r->nchunks - r->ndevice) * p->chunk : 0;
     if (!over || placed + extra <= room) {
-      placed += extra;
+      placed += extra; /* counted only for a launch over the budget */
       rc = _mt_region_resident(p, r, s, true);
     } else {
       rc = _mt_region_use_in_place(p, r, &host_bytes);
@@ -228,15 +236,16 @@ int _mt_launch(CUfunction f, void **params, void **extra, mt_handle_t s, mt_forw
   mt_layout_t *l = _mt_layout_acquire(f);
   p->epoch++;
   if (l != NULL) scan(p, &fp, l, params, extra);
-  const char *name = l ? l->name : NULL;
-  _mt_layout_release();
   int rc;
   if (_mt_capturing(p, s)) {
     for (size_t i = 0; i < fp.n; i++) _mt_capture_add(p, s, fp.r[i]->addr);
     rc = fwd(ctx);
   } else {
-    rc = launch_locked(p, &fp, f, s, fwd, ctx, "kernel", name);
+    rc = launch_locked(p, &fp, f, s, fwd, ctx, "kernel", l ? l->name : NULL);
   }
+  /* Held until here: the name messages and the trace use lives in the
+   * layout, which an unload on another thread may free once released. */
+  _mt_layout_release();
   pthread_mutex_unlock(&p->lock);
   if (fp.r != fp.inline_r) free(fp.r);
   return rc;
