@@ -725,17 +725,14 @@ static void region_destroy(mt_pager_t *p, mt_region_t *r) {
   /* one unmap per run of mapped chunks (device memory or host copies),
    * after any fetch copy in flight (unmapfence.c; on error the unmaps go
    * ahead: the region is gone either way) */
-  for (uint32_t i = 0; i < r->nchunks; i++) {
-    if (chunk_mapped(p, &r->chunks[i])) {
-      _mt_unmap_fence(p);
-      break;
-    }
-  }
+  bool fenced = false;
   for (uint32_t i = 0; i < r->nchunks;) {
     if (!chunk_mapped(p, &r->chunks[i])) {
       i++;
       continue;
     }
+    if (!fenced) _mt_unmap_fence(p);
+    fenced = true;
     uint32_t j = i + 1;
     while (j < r->nchunks && chunk_mapped(p, &r->chunks[j])) j++;
     p->dev->ops->unmap(p->dev, r->addr + (uintptr_t)i * p->chunk, (size_t)(j - i) * p->chunk);
