@@ -102,6 +102,16 @@ void _mt_tmap_note(const void *desc, uintptr_t addr) {
 
 bool _mt_tmap_any(void) { return atomic_load_explicit(&any, memory_order_acquire); }
 
+void _mt_tmap_each(const char *buf, size_t first, size_t size, void (*fn)(void *, uintptr_t), void *arg) {
+  if (!_mt_tmap_any()) return;
+  pthread_mutex_lock(&tmap_lock);
+  for (size_t o = first; o + MT_TMAP_BYTES <= size; o += 64) {
+    int32_t e = lookup(buf + o, hash_of(buf + o));
+    if (e >= 0) fn(arg, ents[e].addr);
+  }
+  pthread_mutex_unlock(&tmap_lock);
+}
+
 bool _mt_tmap_find(const void *desc, uintptr_t *addr) {
   if (!_mt_tmap_any()) return false;
   uint64_t h = hash_of(desc);

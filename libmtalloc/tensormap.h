@@ -18,5 +18,9 @@ bool _mt_tmap_any(void);
 /* The address the descriptor whose bytes are at desc names: true and *addr,
  * or false for bytes no encoder produced. */
 bool _mt_tmap_find(const void *desc, uintptr_t *addr);
+/* fn(arg, address) for every descriptor among the 64-byte-spaced windows of
+ * buf from offset first to size, under one lock for all of them (a
+ * launch's parameters may hold many windows). fn must not call back here. */
+void _mt_tmap_each(const char *buf, size_t first, size_t size, void (*fn)(void *, uintptr_t), void *arg);
 
 #endif
