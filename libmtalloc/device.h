@@ -75,6 +75,16 @@ typedef struct mt_device_ops {
    * slower; the virtual clock adds the time those bytes take on the host
    * link. */
   void (*kernel_host_bytes)(mt_device_t *d, mt_handle_t s, size_t bytes);
+  /* Optional (NULL: nothing to do). Pins [p, p+size), page-aligned host
+   * memory mtalloc allocated itself (the NVMe tier's staging buffers), so
+   * that copies from and to it are asynchronous DMA. 0 or -errno. */
+  int (*host_register)(mt_device_t *d, void *p, size_t size);
+  void (*host_unregister)(mt_device_t *d, void *p);
+  /* Optional (NULL: nothing to do). The host just moved bytes to NVMe
+   * (write) or from it and waited for the transfer: a real device has
+   * nothing to add (the time was spent); the virtual clock charges it on
+   * its NVMe link, to the host. */
+  void (*nvme_io)(mt_device_t *d, bool write, size_t bytes);
 } mt_device_ops_t;
 
 struct mt_device {

@@ -112,6 +112,15 @@ static void cd_host_free(mt_device_t *d, void *p) {
   CD(d)->drv->cuMemFreeHost(p);
 }
 
+static int cd_host_register(mt_device_t *d, void *p, size_t size) {
+  CALL("cuMemHostRegister", CD(d)->drv->cuMemHostRegister_v2(p, size, CU_MEMHOSTREGISTER_PORTABLE));
+  return 0;
+}
+
+static void cd_host_unregister(mt_device_t *d, void *p) {
+  CD(d)->drv->cuMemHostUnregister(p);
+}
+
 static int cd_copy(mt_device_t *d, uintptr_t dst, uintptr_t src, size_t n, mt_handle_t s) {
   CALL("cuMemcpyAsync", CD(d)->drv->cuMemcpyAsync((CUdeviceptr)dst, (CUdeviceptr)src, n, (CUstream)s));
   return 0;
@@ -174,6 +183,8 @@ static const mt_device_ops_t cuda_ops = {
   .unmap = cd_unmap,
   .host_alloc = cd_host_alloc,
   .host_free = cd_host_free,
+  .host_register = cd_host_register,
+  .host_unregister = cd_host_unregister,
   .copy = cd_copy,
   .stream_create = cd_stream_create,
   .event_create = cd_event_create,

@@ -16,6 +16,10 @@
  * reaches in host memory cross the host-to-device link while it runs, so
  * the kernel takes bytes / h2d bandwidth longer and holds that link.
  *
+ * NVMe (tier_nvme.c): the pager's NVMe transfers are synchronous (the host
+ * waits for them, under its lock), so each costs the host bytes / the
+ * drive's read or write bandwidth, queued on one drive link.
+ *
  * Threading: none; replay is single-threaded.
  */
 #include <errno.h>
@@ -35,7 +39,7 @@ typedef struct vdev {
   uint64_t next_handle;
   size_t next_stream;        /* streams the pager creates: 64 and up */
   uint64_t host_ns;          /* the host's clock */
-  uint64_t link_ns[2];       /* when each link is free: 0 h2d, 1 d2h */
+  uint64_t link_ns[3];       /* when each link is free: 0 h2d, 1 d2h, 2 the NVMe drive */
   uint64_t *stream_ns;       /* per stream (index = handle - 1; handle 0 = stream 0 too) */
   size_t nstreams;
   uint64_t *event_ns;        /* per event */
@@ -216,6 +220,22 @@ static void vd_kernel_host_bytes(mt_device_t *d, mt_handle_t s, size_t bytes) {
   V(d)->host_pending += bytes;
 }
 
+/* The pager moved bytes to or from NVMe and waited (tier_nvme.c): one
+ * drive, reads and writes queue on it, the host waits for the transfer. */
+static void vd_nvme_io(mt_device_t *d, bool write, size_t bytes) {
+  vdev_t *v = V(d);
+  double bw = write ? v->cfg.nvme_write_bw : v->cfg.nvme_read_bw;
+  if (!(bw > 0)) bw = 3.2e9;
+  uint64_t start = v->link_ns[2] > v->host_ns ? v->link_ns[2] : v->host_ns;
+  uint64_t end = start + v->cfg.copy_latency_ns + (uint64_t)((double)bytes / bw * 1e9);
+  v->link_ns[2] = end;
+  v->t.host_wait_ns += end - v->host_ns;
+  v->host_ns = end;
+  seen(v, end);
+  if (write) v->t.bytes_nvme_write += bytes;
+  else v->t.bytes_nvme_read += bytes;
+}
+
 static const mt_device_ops_t vdev_ops = {
   .reserve = vd_reserve,
   .unreserve = vd_unreserve,
@@ -236,6 +256,7 @@ static const mt_device_ops_t vdev_ops = {
   .stream_wait = vd_stream_wait,
   .stream_capturing = vd_stream_capturing,
   .kernel_host_bytes = vd_kernel_host_bytes,
+  .nvme_io = vd_nvme_io,
 };
 
 mt_device_t *_mt_vdev_new(const mt_vdev_config_t *cfg) {

@@ -18,6 +18,7 @@
 typedef struct mt_vdev_config {
   uint64_t gpu_mem;       /* bytes the device has */
   double h2d_bw, d2h_bw;  /* bytes per second */
+  double nvme_read_bw, nvme_write_bw; /* the NVMe drive, bytes per second; 0 = 3.2e9 */
   uint64_t copy_latency_ns; /* fixed cost of each copy */
   bool unmap_syncs;       /* as mt_device_info_t: the pager orders unmaps after its copies;
                            * the clock itself charges nothing for an unmap */
@@ -28,6 +29,7 @@ typedef struct mt_vdev_totals {
   uint64_t host_wait_ns;  /* host time spent in event_sync waiting */
   uint64_t stream_wait_ns;/* time streams waited for copies (stream_wait) */
   uint64_t bytes_h2d, bytes_d2h;
+  uint64_t bytes_nvme_read, bytes_nvme_write;
   uint64_t kernels;
   uint64_t kernel_ns;     /* sum of kernel run times */
   uint64_t device_peak;   /* device bytes created at once, at most */

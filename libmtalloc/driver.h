@@ -35,6 +35,8 @@
   X(cuMemGetAllocationGranularity)                   \
   X(cuMemHostAlloc)                                  \
   X(cuMemFreeHost)                                   \
+  X(cuMemHostRegister_v2)                            \
+  X(cuMemHostUnregister)                             \
   X(cuMemcpyAsync)                                   \
   X(cuStreamCreate)                                  \
   X(cuStreamIsCapturing)                             \

@@ -61,18 +61,19 @@ typedef enum mt_opt_type {
   X(MAX_VRAM, SIZE, "0", 0, 0, "", "bytes",                                        \
     "GPU memory mtalloc may use for tensors; 0 = what the device reports free at start") \
   X(MAX_HOST, SIZE, "0", 0, 0, "", "bytes",                                        \
-    "pinned host memory for evicted chunks; 0 = three quarters of physical RAM, "  \
-    "or of the cgroup memory limit when that is lower")                            \
+    "pinned host memory for evicted chunks and the NVMe tier's staging buffers; 0 = three " \
+    "quarters of physical RAM, or of the cgroup memory limit when that is lower")                            \
   X(OFFLOAD_DIR, STRING, "", 0, 0, "", "path",                                     \
-    "NVMe tier (store built, pager integration pending): folders for its O_DIRECT files, ':' separated " \
-    "and striped; empty = no NVMe tier")                                           \
+    "NVMe tier: folders for its O_DIRECT files (unlinked at once, nothing left behind), ':' " \
+    "separated and striped; host chunks past MT_MAX_HOST go there; empty = no NVMe tier")                                           \
   X(MAX_NVME, SIZE, "0", 0, 0, "", "bytes",                                        \
-    "NVMe tier (store built, pager integration pending): disk space it may use, reserved at start; " \
+    "NVMe tier: disk space it may use, reserved at start; "                       \
     "0 = free space of the offload folders less 5% (at least 1 GiB)")              \
   X(NVME_QUEUE_DEPTH, INT, "32", 1, 4096, "", "requests",                          \
-    "NVMe tier (store built, pager integration pending): reads and writes in flight on the io_uring") \
+    "NVMe tier: reads and writes in flight on the io_uring; with MT_NVME_REQUEST it sizes the " \
+    "staging buffers (queue depth x request, at least two chunks, taken from MT_MAX_HOST)") \
   X(NVME_REQUEST, SIZE, "1M", 0, 0, "", "bytes",                                   \
-    "NVMe tier (store built, pager integration pending): largest request and stripe unit, a multiple of 4K") \
+    "NVMe tier: largest request and stripe unit, a multiple of 4K") \
   X(CHUNK, SIZE, "2M", 0, 0, "", "bytes",                                          \
     "paging unit, rounded up to the driver's mapping granularity")                 \
   X(SMALL_REGION, SIZE, "1M", 0, 0, "", "bytes",                                   \
@@ -118,8 +119,7 @@ typedef enum mt_opt {
 
 /* Options whose component is not built yet: setting one draws a warning. */
 #define MT_OPTIONS_NOT_USED_YET                                                    \
-  {MT_OPT_OFFLOAD_DIR, MT_OPT_MAX_NVME, MT_OPT_NVME_QUEUE_DEPTH, MT_OPT_NVME_REQUEST,      \
-   MT_OPT_PREFETCH_DEPTH, MT_OPT_THREADS, MT_OPT_OPTIMIZER_COMPRESSION}
+  {MT_OPT_PREFETCH_DEPTH, MT_OPT_THREADS, MT_OPT_OPTIMIZER_COMPRESSION}
 
 /* Reads every option once from the process environment (environ, read
  * directly: safe inside a preloaded library's constructor). Idempotent and

@@ -74,6 +74,10 @@ typedef struct _mt_nvme_cfg {
   int numa_node;            /* node of staging buffers; -1 = local (the caller passes the GPU's) */
   uint32_t retries;         /* retries of an EIO or short transfer; 0 = default (3) */
   uint32_t wait_ms;         /* bound of one wait on the ring before a diagnostic; 0 = 10000 */
+  bool simulate;            /* mt-trace replay: the page allocator, caps and stats as usual,
+                             * but no files and no I/O: dirs is ignored, max_bytes must be
+                             * given, and every read or write completes inside the call that
+                             * starts it (the virtual clock charges its time) */
 } _mt_nvme_cfg_t;
 
 /* One chunk's pages. Opaque outside the store; the caller names it. */

@@ -13,9 +13,20 @@
  *   HOST    its data lives only in its host copy; with host mappings the
  *           host copy is mapped at the chunk's address, so a kernel that
  *           reaches it through a pointer we could not see is slow, not wrong;
- *           otherwise the address is unmapped.
+ *           otherwise the address is unmapped;
+ *   NVME    its data lives only on NVMe (tier_nvme.c, the store in
+ *           nvme_store.c); its address is unmapped, so only a launch or copy
+ *           that names it brings it back.
  * A DEVICE chunk may keep its host copy ("retained") so that, while clean, it
- * is evicted by dropping the device memory with no copy at all.
+ * is evicted by dropping the device memory with no copy at all; one brought
+ * back from NVMe keeps its NVMe pages the same way (evicted clean, it is
+ * NVME again without a write). Any write drops the stale copies' claim.
+ *
+ * Tiers: evictions go GPU -> host; when host copies would exceed
+ * MT_MAX_HOST, the host tier's own policy instance (the same policy, over
+ * HOST chunks) names the chunks to spill to NVMe; a fetch of an NVME chunk
+ * reads it into a staging slot and copies it to the device from there,
+ * without a host slot.
  *
  * Invariants (checked at level 3 by the tests): `used` is the sum of DEVICE
  * chunks and small slabs and never exceeds `budget`; `host_used` is the sum
@@ -61,9 +72,21 @@ static uint64_t now_ns(void) {
 }
 
 /* Region counters behind the launch fast path (_mt_range_resident). */
-static void set_dirty(mt_chunk_t *c) {
+static void set_dirty(mt_pager_t *p, mt_chunk_t *c) {
   if (!c->dirty && c->state == CH_DEVICE) c->region->nclean--;
   c->dirty = true;
+  if (c->nv != NULL) _mt_nv_drop(p, c); /* its NVMe copy is stale now */
+}
+
+/* The host tier's policy (spill order) holds exactly the HOST chunks, when
+ * there is an NVMe tier. A chunk is in at most one of the two policies:
+ * they share its node. */
+static void host_tier_in(mt_pager_t *p, mt_chunk_t *c) {
+  if (p->nv != NULL) p->pol_ops->insert(p->nv->hpol, &c->node);
+}
+
+static void host_tier_out(mt_pager_t *p, mt_chunk_t *c) {
+  if (p->nv != NULL && c->node.linked) p->pol_ops->remove(p->nv->hpol, &c->node);
 }
 
 static void resident_changed(mt_pager_t *p) {
@@ -84,7 +107,10 @@ static void check_region(const mt_pager_t *p, const mt_region_t *r) {
   uint32_t ndev = 0, nclean = 0;
   for (uint32_t i = 0; i < r->nchunks; i++) {
     const mt_chunk_t *c = &r->chunks[i];
-    mt_assert(c->state == CH_NONE || c->state == CH_DEVICE || c->state == CH_HOST);
+    mt_assert(c->state <= CH_NVME);
+    if (c->state == CH_NVME) mt_assert(c->nv != NULL && _mt_nvme_chunk_valid(c->nv) && c->host_addr == 0 && c->dev == 0);
+    if (c->nv != NULL) mt_assert(c->state == CH_NVME || (c->state == CH_DEVICE && !c->dirty) || c->state == CH_HOST);
+    mt_assert(c->node.linked == (c->state == CH_DEVICE || (c->state == CH_HOST && p->nv != NULL)));
     if (c->state == CH_DEVICE) {
       ndev++;
       nclean += !c->dirty;
@@ -131,10 +157,13 @@ static void host_release(mt_pager_t *p, mt_chunk_t *c) {
   p->host_used -= p->chunk;
 }
 
+static int host_spill(mt_pager_t *p, size_t need);
+
 /* Gives c a host copy (contents undefined) from the pool. When the host
  * budget is full, drops the host copies that device chunks keep (they
- * become dirty). */
-static int host_get(mt_pager_t *p, mt_chunk_t *c) {
+ * become dirty), then, with spill and an NVMe tier, moves HOST chunks to
+ * NVMe. */
+static int host_get_ex(mt_pager_t *p, mt_chunk_t *c, bool spill) {
   if (c->host_addr != 0) return 0;
   if (p->host_used + p->chunk > p->host_budget && p->retained.rprev != &p->retained && p->h2d_unsynced) {
     /* A retained copy may be the source of a fetch still on the h2d
@@ -148,9 +177,16 @@ static int host_get(mt_pager_t *p, mt_chunk_t *c) {
   while (p->host_used + p->chunk > p->host_budget && p->retained.rprev != &p->retained) {
     mt_chunk_t *old = p->retained.rprev; /* the oldest retained copy */
     host_release(p, old);
-    set_dirty(old);
+    set_dirty(p, old);
+  }
+  if (p->host_used + p->chunk > p->host_budget && spill && p->nv != NULL) {
+    /* A spill that fails (no space, I/O error: the store said which, with
+     * the directory, file and offset) leaves its chunks in host memory;
+     * the operation that needed the room fails out-of-memory. */
+    (void)host_spill(p, 1);
   }
   if (p->host_used + p->chunk > p->host_budget) {
+    if (p->nv != NULL) return -ENOMEM; /* host_spill said why */
     mt_error("host memory budget MT_MAX_HOST=%zu is full: cannot evict a %zu-byte chunk "
              "(raise MT_MAX_HOST, or lower the model's memory)", p->host_budget, p->chunk);
     return -ENOMEM;
@@ -163,6 +199,10 @@ static int host_get(mt_pager_t *p, mt_chunk_t *c) {
   c->host_addr = sl.addr;
   p->host_used += p->chunk;
   return 0;
+}
+
+static int host_get(mt_pager_t *p, mt_chunk_t *c) {
+  return host_get_ex(p, c, true);
 }
 
 /* ---- eviction ------------------------------------------------------------------ */
@@ -187,7 +227,7 @@ static bool eligible(mt_policy_node_t *n, void *arg) {
   mt_region_t *r = c->region;
   if (r->escaped || r->epoch == v->p->epoch || c->epoch == v->p->epoch) return false;
   /* During a capture no copy may be waited for (graph.c): clean chunks only. */
-  if (_mt_capture_active(v->p) && (c->dirty || c->host_addr == 0)) return false;
+  if (_mt_capture_active(v->p) && (c->dirty || (c->host_addr == 0 && c->nv == NULL))) return false;
   if (v->wait) return true;
   return !region_held(v->p, r, false);
 }
@@ -215,6 +255,65 @@ static void sort_by_va(mt_chunk_t **b, int n) {
     }
     b[j] = c;
   }
+}
+
+/* ---- spill: HOST -> NVMe ------------------------------------------------------- */
+
+/* A HOST chunk may go to NVMe unless the operation being prepared uses it,
+ * or a kernel in flight may reach its host copy through its mapping. */
+static bool host_eligible(mt_policy_node_t *n, void *arg) {
+  mt_pager_t *p = arg;
+  mt_chunk_t *c = container_of_chunk(n);
+  mt_region_t *r = c->region;
+  if (r->epoch == p->epoch || c->epoch == p->epoch) return false;
+  return !(r->hostuse && region_held(p, r, false));
+}
+
+#define SPILL_BATCH 8 /* chunks written together: the drive's queue stays busy */
+
+/* Moves at least `need` HOST chunks (SPILL_BATCH when fewer are asked) to
+ * NVMe, freeing their host copies: the host tier's eviction. A chunk whose
+ * write fails stays HOST (nothing lost). 0, -ENOMEM (none can move now) or
+ * the store's error (-ENOSPC, -EIO) when none moved. */
+static int host_spill(mt_pager_t *p, size_t need) {
+  if (_mt_capture_active(p)) return -ENOMEM; /* no unmap or wait during a capture */
+  mt_chunk_t *batch[EVICT_BATCH];
+  bool ok[EVICT_BATCH];
+  size_t want = need < SPILL_BATCH ? SPILL_BATCH : need > EVICT_BATCH ? EVICT_BATCH : need;
+  int n = 0;
+  while ((size_t)n < want) {
+    mt_policy_node_t *node = p->pol_ops->victim(p->nv->hpol, host_eligible, p);
+    if (node == NULL) break;
+    p->pol_ops->remove(p->nv->hpol, node);
+    batch[n++] = container_of_chunk(node);
+  }
+  if (n == 0) {
+    mt_error("host memory budget MT_MAX_HOST=%zu is full and no host chunk can move to NVMe now (the "
+             "operation being prepared uses them all): raise MT_MAX_HOST", p->host_budget);
+    return -ENOMEM;
+  }
+  int rc = _mt_nv_write(p, batch, n, ok);
+  int moved = 0;
+  if (rc > 0 && p->host_mapped && (rc = _mt_unmap_fence(p)) < 0) {
+    for (int i = 0; i < n; i++) ok[i] = false; /* written, still HOST: the NVMe copy stays valid */
+  }
+  for (int i = 0; i < n; i++) {
+    mt_chunk_t *c = batch[i];
+    if (!ok[i]) {
+      host_tier_in(p, c);
+      continue;
+    }
+    if (p->host_mapped) p->dev->ops->unmap(p->dev, chunk_va(p, c), p->chunk);
+    host_release(p, c);
+    c->state = CH_NVME;
+    moved++;
+    mt_stat_add(nvme_spills, 1);
+    if (_mt_trace_on())
+      _mt_trace_move(MT_TR_EVICT, c->region->id, c->index, MT_TIER_HOST, MT_TIER_NVME, true, false, p->chunk);
+  }
+  _mt_pool_check(p);
+  if (moved == 0) return rc < 0 ? rc : -ENOMEM;
+  return 0;
 }
 
 /* Frees device memory until `need` more bytes fit in the budget. Chunks of
@@ -248,7 +347,7 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
       mt_chunk_t *c = batch[i];
-      if (!c->dirty && c->host_addr != 0) continue;
+      if (!c->dirty && (c->host_addr != 0 || c->nv != NULL)) continue; /* a valid copy is kept */
       if ((rc = host_get(p, c)) < 0) {
         if (rc != -ENOMEM || i == 0) break;
         /* Host memory for part of the batch only: evict those, return the
@@ -293,18 +392,33 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
         _mt_pool_dev_put(p, c->dev);
         c->dev = 0;
         retained_unlink(c);
-        if (p->host_mapped && p->dev->ops->map(p->dev, chunk_va(p, c), p->chunk, c->host, c->host_off) < 0)
+        /* a clean chunk without a host copy goes back to NVMe: unmapped */
+        if (p->host_mapped && c->host_addr != 0 &&
+            p->dev->ops->map(p->dev, chunk_va(p, c), p->chunk, c->host, c->host_off) < 0)
           mapped = false; /* logged; the chunk is unmapped, as with MT_HOST_MAP=off */
       }
-      if (p->host_mapped && mapped) p->dev->ops->set_access(p->dev, va0, (size_t)(j - i) * p->chunk);
+      /* access for each sub-run of host-mapped chunks */
+      for (int k = i; k < j && p->host_mapped && mapped;) {
+        if (batch[k]->host_addr == 0) {
+          k++;
+          continue;
+        }
+        int e = k + 1;
+        while (e < j && batch[e]->host_addr != 0) e++;
+        p->dev->ops->set_access(p->dev, chunk_va(p, batch[k]), (size_t)(e - k) * p->chunk);
+        k = e;
+      }
       i = j;
     }
     for (int i = 0; i < n; i++) {
       mt_chunk_t *c = batch[i];
+      bool to_nvme = c->host_addr == 0; /* clean, its NVMe copy valid */
       if (_mt_trace_on()) {
-        _mt_trace_move(MT_TR_EVICT, c->region->id, c->index, MT_TIER_GPU, MT_TIER_HOST, c->dirty, false, p->chunk);
+        _mt_trace_move(MT_TR_EVICT, c->region->id, c->index, MT_TIER_GPU, to_nvme ? MT_TIER_NVME : MT_TIER_HOST,
+                       c->dirty, false, p->chunk);
         if (c->dirty) _mt_trace_copy(MT_TR_D2H, true, 0, p->chunk, t0, _mt_trace_now());
       }
+      if (to_nvme) mt_stat_add(nvme_drops, 1);
       if (c->dirty) {
         mt_stat_add(evictions_dirty, 1);
         mt_stat_add(bytes_d2h, p->chunk);
@@ -313,7 +427,8 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
         c->region->nclean--;
       }
       c->dirty = false;
-      c->state = CH_HOST;
+      c->state = to_nvme ? CH_NVME : CH_HOST;
+      if (!to_nvme) host_tier_in(p, c);
       c->region->ndevice--;
     }
     resident_changed(p);
@@ -380,6 +495,12 @@ static int dev_handle(mt_pager_t *p, size_t left, mt_handle_t *h) {
   return rc;
 }
 
+/* Gives back the staging slots slot[k..n) that hold reads not copied. */
+static void slots_put(mt_pager_t *p, const int *slot, int k, int n) {
+  for (int i = k; i < n; i++)
+    if (slot[i] >= 0) _mt_nv_slot_put(p, slot[i]);
+}
+
 /* Maps their host copies back at HOST chunks [k, n) of the run at va0 (device
  * memory there was unmapped): the undo of a failed fetch. */
 static void remap_host(mt_pager_t *p, mt_chunk_t *cs, int k, int n, uintptr_t va0) {
@@ -418,10 +539,27 @@ static int run_to_device(mt_pager_t *p, mt_chunk_t *cs, int n, const bool *fetch
       return rc;
     }
   }
+  /* NVMe chunks are read into staging slots before any mapping changes: a
+   * read that fails (I/O error, bad checksum) leaves everything as it was. */
+  int slot[EVICT_BATCH];
+  for (int i = 0; i < n; i++) {
+    slot[i] = -1;
+    if (cs[i].state != CH_NVME || !fetch[i] || rc < 0) continue;
+    if ((rc = _mt_nv_read_slot(p, &cs[i])) >= 0) {
+      slot[i] = rc;
+      rc = 0;
+    }
+  }
+  if (rc < 0) {
+    slots_put(p, slot, 0, n);
+    for (int i = 0; i < n; i++) _mt_pool_dev_put(p, h[i]);
+    return rc;
+  }
   bool hosts = false;
   for (int i = 0; i < n && p->host_mapped; i++) hosts |= cs[i].state == CH_HOST;
   /* before the unmaps and the set_access (cuda.h marks both synchronous) */
   if ((rc = _mt_unmap_fence(p)) < 0) {
+    slots_put(p, slot, 0, n);
     for (int i = 0; i < n; i++) _mt_pool_dev_put(p, h[i]);
     return rc;
   }
@@ -445,13 +583,16 @@ static int run_to_device(mt_pager_t *p, mt_chunk_t *cs, int n, const bool *fetch
   if (rc < 0) {
     if (mapped > 0) p->dev->ops->unmap(p->dev, va0, (size_t)mapped * p->chunk);
     for (int i = 0; i < n; i++) _mt_pool_dev_put(p, h[i]);
+    slots_put(p, slot, 0, n);
     remap_host(p, cs, 0, n, va0);
     return rc;
   }
   for (int i = 0; i < n; i++) {
     mt_chunk_t *c = &cs[i];
     uintptr_t va = va0 + (uintptr_t)i * p->chunk;
-    if (c->state == CH_HOST && fetch[i]) {
+    bool from_nvme = c->state == CH_NVME;
+    if ((c->state == CH_HOST || from_nvme) && fetch[i]) {
+      uintptr_t src = from_nvme ? p->nv->slots[slot[i]].addr : c->host_addr;
       if (p->ndefer == p->cap_defer) {
         size_t cap = p->cap_defer ? p->cap_defer * 2 : 64;
         struct mt_deferred_copy *nd = realloc(p->defer, cap * sizeof(*nd));
@@ -461,32 +602,39 @@ static int run_to_device(mt_pager_t *p, mt_chunk_t *cs, int n, const bool *fetch
         }
       }
       if (p->ndefer < p->cap_defer) {
-        p->defer[p->ndefer++] = (struct mt_deferred_copy){va, c->host_addr};
-      } else if ((rc = p->dev->ops->copy(p->dev, va, c->host_addr, p->chunk, p->h2d)) < 0) {
+        p->defer[p->ndefer++] = (struct mt_deferred_copy){va, src};
+        if (from_nvme) _mt_nv_slot_used(p, slot[i], false);
+      } else if ((rc = p->dev->ops->copy(p->dev, va, src, p->chunk, p->h2d)) < 0) {
         /* no memory to defer it, and the copy failed: undo the rest, their
-         * host copies stay authoritative */
+         * host (or NVMe) copies stay authoritative */
         p->dev->ops->unmap(p->dev, va, (size_t)(n - i) * p->chunk);
         for (int k = i; k < n; k++) _mt_pool_dev_put(p, h[k]);
+        slots_put(p, slot, i, n);
         remap_host(p, cs, i, n, va0);
         break;
       } else {
         _mt_h2d_issued(p);
+        if (from_nvme) _mt_nv_slot_used(p, slot[i], true);
       }
       p->fetch_pending = true;
       mt_stat_add(fetches, 1);
       mt_stat_add(bytes_h2d, p->chunk);
+      if (from_nvme) mt_stat_add(nvme_loads, 1);
       if (_mt_trace_on()) {
         uint64_t t = _mt_trace_now(); /* issued now; the copy stream runs it */
-        _mt_trace_move(MT_TR_FETCH, c->region->id, c->index, MT_TIER_HOST, MT_TIER_GPU, false, false, p->chunk);
+        _mt_trace_move(MT_TR_FETCH, c->region->id, c->index, from_nvme ? MT_TIER_NVME : MT_TIER_HOST, MT_TIER_GPU,
+                       false, false, p->chunk);
         _mt_trace_copy(MT_TR_H2D, true, 0, p->chunk, t, t);
       }
       c->dirty = false;
       c->region->nclean++;
-      retained_link(p, c);
+      if (c->host_addr != 0) retained_link(p, c);
     } else {
       c->dirty = true; /* new contents will be written; a host copy is stale but kept for reuse */
+      if (c->nv != NULL) _mt_nv_drop(p, c);
       if (c->host_addr != 0) retained_link(p, c);
     }
+    host_tier_out(p, c);
     c->dev = h[i];
     c->state = CH_DEVICE;
     c->region->ndevice++;
@@ -503,6 +651,7 @@ int _mt_fetch_flush(mt_pager_t *p) {
   for (size_t i = 0; i < p->ndefer && rc == 0; i++)
     rc = p->dev->ops->copy(p->dev, p->defer[i].dst, p->defer[i].src, p->chunk, p->h2d);
   if (p->ndefer > 0) _mt_h2d_issued(p);
+  _mt_nv_flushed(p); /* staging slots those copies read are free once they ran */
   /* A failed copy leaves a chunk DEVICE without its data: the driver's
    * error (logged) is the operation's; the caller fails it. */
   p->ndefer = 0;
@@ -543,7 +692,7 @@ int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len
     mt_chunk_t *c = &r->chunks[i];
     if (c->state == CH_DEVICE) {
       p->pol_ops->touch(p->pol, &c->node);
-      if (write) set_dirty(c); /* a host copy it keeps is stale now */
+      if (write) set_dirty(p, c); /* a host copy it keeps is stale now */
       i++;
       continue;
     }
@@ -551,12 +700,14 @@ int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len
     if (t0 == 0) t0 = now_ns();
     bool fetch[EVICT_BATCH];
     int n = 0;
+    unsigned nnv = 0; /* NVMe chunks read in: one staging slot each (tier_nvme.c) */
     for (; i + (size_t)n <= last && n < EVICT_BATCH && c[n].state != CH_DEVICE; n++) {
       uintptr_t cs = r->addr + (i + (size_t)n) * p->chunk;
       fetch[n] = !(overwrite && addr <= cs && addr + len >= cs + p->chunk);
+      if (c[n].state == CH_NVME && fetch[n] && nnv++ == p->nv->nslots) break;
     }
     rc = run_to_device(p, c, n, fetch);
-    for (int k = 0; k < n && rc == 0 && write; k++) set_dirty(&c[k]);
+    for (int k = 0; k < n && rc == 0 && write; k++) set_dirty(p, &c[k]);
     i += (size_t)n;
   }
   check_region(p, r);
@@ -596,6 +747,11 @@ void _mt_region_hold(mt_pager_t *p, mt_region_t *r, uint32_t si, uint64_t seq) {
 static int chunk_host_back(mt_pager_t *p, mt_chunk_t *c) {
   int rc = host_get(p, c);
   if (rc < 0) return rc;
+  /* an NVME chunk comes back into its new host copy */
+  if (c->state == CH_NVME && (rc = _mt_nv_read_host(p, c)) < 0) {
+    host_release(p, c);
+    return rc;
+  }
   if (p->host_mapped) {
     uintptr_t va = chunk_va(p, c);
     if ((rc = p->dev->ops->map(p->dev, va, p->chunk, c->host, c->host_off)) < 0) {
@@ -608,8 +764,10 @@ static int chunk_host_back(mt_pager_t *p, mt_chunk_t *c) {
       return rc;
     }
   }
+  if (c->nv != NULL) _mt_nv_drop(p, c); /* the kernel about to reach it may write it */
   c->state = CH_HOST;
   c->dirty = false;
+  host_tier_in(p, c);
   return 0;
 }
 
@@ -636,13 +794,14 @@ void _mt_back_fresh(mt_pager_t *p) {
       uint32_t j = i;
       for (; j < r->nchunks && r->chunks[j].state == CH_NONE && rc == 0; j++) {
         mt_chunk_t *c = &r->chunks[j];
-        if ((rc = host_get(p, c)) < 0) break;
+        if ((rc = host_get_ex(p, c, false)) < 0) break; /* never spills real data for a maybe */
         if (p->host_mapped && (rc = p->dev->ops->map(p->dev, chunk_va(p, c), p->chunk, c->host, c->host_off)) < 0) {
           host_release(p, c);
           break;
         }
         c->state = CH_HOST;
         c->dirty = false;
+        host_tier_in(p, c);
       }
       if (p->host_mapped && j > i) {
         uintptr_t va = r->addr + (uintptr_t)i * p->chunk;
@@ -669,10 +828,15 @@ int _mt_region_use_in_place(mt_pager_t *p, mt_region_t *r, size_t *host_bytes) {
     mt_chunk_t *c = &r->chunks[i];
     if (c->state == CH_DEVICE) {
       p->pol_ops->touch(p->pol, &c->node);
-      set_dirty(c);
+      set_dirty(p, c);
       continue;
     }
-    if (c->state == CH_NONE) rc = chunk_host_back(p, c);
+    if (c->state == CH_NONE || c->state == CH_NVME) {
+      rc = chunk_host_back(p, c);
+    } else if (p->nv != NULL) { /* HOST: used (and maybe written) where it lies */
+      p->pol_ops->touch(p->nv->hpol, &c->node);
+      if (c->nv != NULL) _mt_nv_drop(p, c);
+    }
     if (rc == 0) *host_bytes += p->chunk;
   }
   r->hostuse = true;
@@ -746,6 +910,8 @@ static void region_destroy(mt_pager_t *p, mt_region_t *r) {
       _mt_pool_dev_put(p, c->dev);
       c->dev = 0;
     }
+    if (c->state == CH_HOST) host_tier_out(p, c);
+    if (c->nv != NULL) _mt_nv_drop(p, c);
     c->state = CH_NONE;
     host_release(p, c);
   }
@@ -989,6 +1155,8 @@ int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_fetch);
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_evict);
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_h2d);
+  /* before the pools: the tier's staging comes out of the host budget */
+  if (rc == 0 && cfg->nvme != NULL) (void)_mt_nv_open(p, cfg->nvme); /* else logged: runs without it */
   if (rc == 0) rc = _mt_small_init(p, cfg->small_limit);
   if (rc == 0) rc = _mt_pool_init(p);
   if (rc < 0) return rc; /* what was made stays: the process goes on without us */
@@ -1008,7 +1176,10 @@ static void pager_init(void) {
     mt_error("mtalloc is off: the CUDA driver could not be used (see above); calls pass through");
     return;
   }
+  _mt_nvme_cfg_t nvcfg;
+  bool nvme = _mt_nvme_cfg_from_options(&nvcfg, d->info.host_numa_node);
   mt_pager_config_t cfg = {
+    .nvme = nvme ? &nvcfg : NULL,
     .budget = (size_t)_mt_opt_int(MT_OPT_MAX_VRAM),
     .host_budget = (size_t)_mt_opt_int(MT_OPT_MAX_HOST),
     .chunk = (size_t)_mt_opt_int(MT_OPT_CHUNK),
@@ -1024,6 +1195,11 @@ static void pager_init(void) {
   }
   mt_info("pager on %s: budget %zu bytes of %zu, host %zu, chunk %zu, host mappings %s", d->info.name,
           p->budget, d->info.total_bytes, p->host_budget, p->chunk, p->host_mapped ? "on" : "off");
+  if (p->nv != NULL)
+    mt_info("NVMe tier: %zu bytes in %s, %u staging buffers (%zu bytes of MT_MAX_HOST)", p->nv->cap_bytes,
+            nvcfg.dirs, p->nv->nslots, p->nv->staging_bytes);
+  else if (nvme)
+    mt_warn("running without the NVMe tier (see above): mtalloc holds at most MT_MAX_VRAM + MT_MAX_HOST");
   if (_mt_opt_int(MT_OPT_STATS)) atexit(stats_at_exit);
   _mt_pager_install(p);
   const char *trace = _mt_opt_str(MT_OPT_TRACE);

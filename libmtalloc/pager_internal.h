@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "device.h"
+#include "nvme_store.h"
 #include "pager.h"
 #include "internal.h"
 #include "policy.h"
@@ -94,6 +95,63 @@ int _mt_h2d_drain(mt_pager_t *p, bool count);
  * only when they are not done. 0 or -errno. */
 int _mt_unmap_fence(mt_pager_t *p);
 
+/* ---- tier_nvme.c -----------------------------------------------------------
+ * The NVMe tier's I/O for the pager (the store is nvme_store.c; which chunk
+ * moves when is pager.c's). Staging slots are chunk-sized pinned buffers,
+ * counted in MT_MAX_HOST: a chunk read from NVMe waits in one until its
+ * copy to the device (issued with the operation's other fetch copies) has
+ * run. All transfers are synchronous under the pager lock: the host waits,
+ * bounded, for the drive. */
+typedef struct mt_chunk mt_chunk_t;
+typedef struct mt_nvslot {
+  uintptr_t addr;            /* the buffer: 4 KiB-aligned, pinned, one chunk */
+  mt_handle_t ev;            /* recorded on h2d after the copy out of it */
+  uint8_t state;             /* NV_SLOT_* */
+} mt_nvslot_t;
+enum { NV_SLOT_FREE = 0, NV_SLOT_LOADED = 1, NV_SLOT_INFLIGHT = 2, NV_SLOT_BUSY = 3 };
+
+typedef struct mt_nvtier {
+  _mt_nvme_t *store;
+  bool simulated;            /* replay: no files, the virtual clock charges the time */
+  mt_policy_t *hpol;         /* HOST chunks, in the order they spill (the policy's) */
+  mt_nvslot_t *slots;
+  unsigned nslots;
+  size_t staging_bytes;      /* slots and the store's bounce pages, taken off MT_MAX_HOST */
+  size_t cap_bytes;          /* the store's pages, bytes */
+  mt_handle_t ev_spill;
+  bool warned_full;
+} mt_nvtier_t;
+
+/* Opens the tier (MT_OFFLOAD_DIR, or a simulated store of sim_bytes when
+ * sim_bytes > 0) and takes its staging out of the host budget. 0, or -errno
+ * after one line saying the pager runs without it. */
+int _mt_nv_open(mt_pager_t *p, const _mt_nvme_cfg_t *cfg);
+void _mt_nv_close(mt_pager_t *p);
+/* Bytes of NVMe the capacity (cuMemGetInfo's total) may count: pages
+ * beyond one copy of every device chunk (a clean device chunk keeps its
+ * NVMe copy). 0 without the tier. */
+size_t _mt_nv_capacity(const mt_pager_t *p);
+/* Writes the host copies of cs[0..n) to NVMe (pages allocated as needed;
+ * a chunk whose NVMe copy is valid is not written again). ok[i] says which
+ * made it; the host copies are untouched either way. Returns the number
+ * written, or -errno when none was (the first error). */
+int _mt_nv_write(mt_pager_t *p, mt_chunk_t **cs, int n, bool *ok);
+/* Reads c's NVMe copy into a staging slot for a copy to the device:
+ * returns the slot's index (>= 0) or -errno (-EBADMSG: corrupt, never
+ * delivered). The caller issues the copy from slots[i].addr and calls
+ * _mt_nv_slot_used, or _mt_nv_slot_put when it gives up. */
+int _mt_nv_read_slot(mt_pager_t *p, mt_chunk_t *c);
+/* issued: the copy is on h2d already; else it waits in the deferred list */
+void _mt_nv_slot_used(mt_pager_t *p, int slot, bool issued);
+void _mt_nv_slot_put(mt_pager_t *p, int slot);
+/* The deferred fetch copies were just issued on h2d: records the events
+ * of the slots they copy from. */
+void _mt_nv_flushed(mt_pager_t *p);
+/* Reads c's NVMe copy into its host copy (c->host_addr, already given). */
+int _mt_nv_read_host(mt_pager_t *p, mt_chunk_t *c);
+/* Frees c's NVMe pages (its copy is stale, or the chunk is gone). */
+void _mt_nv_drop(mt_pager_t *p, mt_chunk_t *c);
+
 /* ---- streams.c -----------------------------------------------------------
  * A hold says "stream s will use this region until its operation number
  * seq has completed". Operation numbers are the pager's own count of the
@@ -122,7 +180,7 @@ void _mt_stream_retire(mt_pager_t *p, mt_handle_t s);
 void _mt_streams_fini(mt_pager_t *p);
 
 /* ---- pager.c --------------------------------------------------------------- */
-enum { CH_NONE = 0, CH_DEVICE = 1, CH_HOST = 2 };
+enum { CH_NONE = 0, CH_DEVICE = 1, CH_HOST = 2, CH_NVME = 3 };
 
 typedef struct mt_chunk {
   mt_policy_node_t node;     /* first: the policy hands nodes back */
@@ -137,6 +195,8 @@ typedef struct mt_chunk {
   uintptr_t host_addr;       /* host copy: address to copy to/from; 0 = none */
   uint64_t epoch;            /* == pager epoch: used by the piece of a copy being prepared */
   struct mt_chunk *rprev, *rnext; /* retained list */
+  _mt_nvme_chunk_t *nv;      /* NVMe pages: NVME (the only copy), or DEVICE and clean
+                              * (a valid copy, dropped without a write); else NULL */
 } mt_chunk_t;
 
 enum { REG_PAGED = 0, REG_SMALL = 1 };
@@ -223,6 +283,7 @@ struct mt_pager {
   size_t nevents, cap_events;
 
   mt_physpool_t pool;        /* physpool.c */
+  struct mt_nvtier *nv;      /* tier_nvme.c; NULL: no NVMe tier */
 
   /* graph.c */
   struct mt_graph_fp *graphs;
@@ -232,11 +293,12 @@ struct mt_pager {
 extern mt_pager_t *_mt_pager;
 
 /* What mtalloc can hold at once, what cuMemGetInfo reports as total: the
- * GPU budget and the host budget, less one chunk kept free for swapping
+ * GPU budget, the host budget and the NVMe tier (its pages beyond a copy
+ * of every device chunk, see tier_nvme.c), less one chunk kept free for swapping
  * (bringing a chunk back while the host is full needs a place for the
  * victim before the fetched chunk's host copy can be given up). */
 static inline size_t _mt_capacity(const mt_pager_t *p) {
-  return p->budget + p->host_budget - p->chunk;
+  return p->budget + p->host_budget + _mt_nv_capacity(p) - p->chunk;
 }
 
 /* Bytes of the capacity taken: paged regions (whole chunks) and the small

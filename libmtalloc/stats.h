@@ -32,7 +32,13 @@
   X(host_mapped)           \
   X(bypassed_bytes)        \
   X(unmap_waits)           \
-  X(unmap_wait_ns)
+  X(unmap_wait_ns)         \
+  X(bytes_nvme_read)       \
+  X(bytes_nvme_write)      \
+  X(nvme_spills)           \
+  X(nvme_loads)            \
+  X(nvme_drops)            \
+  X(nvme_errors)
 
 typedef struct mt_stats {
 #define MT_STAT_DECL(name) _Atomic uint64_t name;

@@ -70,9 +70,12 @@ static void usage(FILE *f) {
           "  --host-mem SIZE       pinned host memory (default: the trace's, else 1T)\n"
           "  --pcie-bw BYTES/S     each direction of the host link (default 25G)\n"
           "  --h2d-bw, --d2h-bw    one direction only\n"
+          "  --nvme-mem SIZE       an NVMe tier of SIZE (default: none): host chunks past\n"
+          "                        --host-mem spill to it, and come back through staging\n"
+          "                        buffers (the library's tier code, with a simulated store)\n"
           "  --nvme-read-bw, --nvme-write-bw BYTES/S\n"
-          "                        accepted for scripts; the NVMe tier is not built yet,\n"
-          "                        so no replay moves bytes to NVMe\n"
+          "                        the drive (default 3.2G each); the pager waits for\n"
+          "                        its NVMe transfers, so their time is the host's\n"
           "  --policy NAME         eviction policy (lru)\n"
           "  --predictor NAME      access-order predictor (none)\n"
           "  --iterations N        replay only the first N iterations\n"
@@ -204,10 +207,11 @@ int mt_cmd_replay(int argc, char **argv) {
     {"chunk", required_argument, 0, 'c'},    {"json", no_argument, 0, 'j'},
     {"host-map", required_argument, 0, 'M'},
     {"unmap-sync", required_argument, 0, 'U'},
+    {"nvme-mem", required_argument, 0, 'N'},
     {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
   };
-  uint64_t gpu = 0, host = 0, chunk = 0, iters = UINT64_MAX;
-  double h2d = 25e9, d2h = 25e9, bw_unused;
+  uint64_t gpu = 0, host = 0, chunk = 0, iters = UINT64_MAX, nvme_mem = 0;
+  double h2d = 25e9, d2h = 25e9, nvme_rd = 3.2e9, nvme_wr = 3.2e9;
   const char *policy = "lru";
   bool json = false, host_map = true, unmap_sync = true;
   optind = 1;
@@ -222,7 +226,9 @@ int mt_cmd_replay(int argc, char **argv) {
       case 'b': bad = parse_bw(optarg, &h2d); d2h = h2d; break;
       case 'H': bad = parse_bw(optarg, &h2d); break;
       case 'D': bad = parse_bw(optarg, &d2h); break;
-      case 'r': case 'w': bad = parse_bw(optarg, &bw_unused); break;
+      case 'r': bad = parse_bw(optarg, &nvme_rd); break;
+      case 'w': bad = parse_bw(optarg, &nvme_wr); break;
+      case 'N': bad = _mt_parse_size(optarg, &nvme_mem) || nvme_mem == 0; break;
       case 'p':
         policy = optarg;
         if (_mt_policy_find(policy) == NULL) {
@@ -292,12 +298,16 @@ int mt_cmd_replay(int argc, char **argv) {
   _mt_log_configure(MT_LOG_ERROR, -2);
 
   mt_vdev_config_t vc = {.gpu_mem = gpu, .h2d_bw = h2d, .d2h_bw = d2h, .copy_latency_ns = 2000,
-                        .unmap_syncs = unmap_sync};
+                        .unmap_syncs = unmap_sync, .nvme_read_bw = nvme_rd, .nvme_write_bw = nvme_wr};
   replay_t r = {0};
   r.dev = _mt_vdev_new(&vc);
+  /* the library's NVMe tier over a store that keeps pages but moves nothing */
+  _mt_nvme_cfg_t nvc = {.simulate = true, .max_bytes = nvme_mem};
   mt_pager_config_t pc = {.budget = gpu, .host_budget = host, .chunk = chunk,
-                          .small_limit = (size_t)1 << 20, .policy = policy, .host_map = host_map};
+                          .small_limit = (size_t)1 << 20, .policy = policy, .host_map = host_map,
+                          .nvme = nvme_mem ? &nvc : NULL};
   int rc = r.dev ? _mt_pager_create(r.dev, &pc, &r.p) : -ENOMEM;
+  if (rc == 0 && nvme_mem && r.p->nv == NULL) rc = -ENOMEM; /* logged: the host budget is too small */
   if (rc < 0) {
     fprintf(stderr, "mt-trace replay: cannot set up the pager: %s\n", strerror(-rc));
     mt_trace_close(tr);
@@ -423,14 +433,17 @@ done:
     if (json) {
       printf("{\"trace\":\"%s\",\"gpu_mem\":%" PRIu64 ",\"host_mem\":%" PRIu64 ",\"h2d_bw\":%.0f,\"d2h_bw\":%.0f,"
              "\"policy\":\"%s\",\"predictor\":\"none\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
-             "\"stall_s\":%.6f,\"bytes_h2d\":%" PRIu64 ",\"bytes_d2h\":%" PRIu64 ",\"bytes_nvme_read\":0,"
-             "\"bytes_nvme_write\":0,\"fetches\":%llu,\"evictions_dirty\":%llu,\"evictions_clean\":%llu,"
+             "\"stall_s\":%.6f,\"bytes_h2d\":%" PRIu64 ",\"bytes_d2h\":%" PRIu64 ",\"nvme_mem\":%" PRIu64 ","
+             "\"nvme_read_bw\":%.0f,\"nvme_write_bw\":%.0f,\"bytes_nvme_read\":%" PRIu64 ","
+             "\"bytes_nvme_write\":%" PRIu64 ",\"nvme_spills\":%llu,\"nvme_loads\":%llu,\"nvme_drops\":%llu,\"fetches\":%llu,\"evictions_dirty\":%llu,\"evictions_clean\":%llu,"
              "\"unmap_waits\":%llu,\"belady_bytes\":%" PRIu64 ",\"belady_fetches\":%" PRIu64 ",\"belady_writebacks\":%" PRIu64 ","
              "\"launches\":%" PRIu64 ",\"launches_host_mapped\":%" PRIu64 ",\"host_mapped_bytes\":%" PRIu64 ","
              "\"iterations\":%" PRIu64 ",\"coverage\":null,\"accuracy\":null,"
              "\"timeliness\":null,\"replay_wall_s\":%.3f,\"replay_max_rss_bytes\":%" PRIu64 ",",
              path, (uint64_t)r.p->budget, (uint64_t)r.p->host_budget, h2d, d2h, policy, sim_s, ideal_s, pct,
-             stall_s, t.bytes_h2d, t.bytes_d2h, (unsigned long long)mt_stat_get(fetches),
+             stall_s, t.bytes_h2d, t.bytes_d2h, nvme_mem, nvme_rd, nvme_wr, t.bytes_nvme_read, t.bytes_nvme_write,
+             (unsigned long long)mt_stat_get(nvme_spills), (unsigned long long)mt_stat_get(nvme_loads),
+             (unsigned long long)mt_stat_get(nvme_drops), (unsigned long long)mt_stat_get(fetches),
              (unsigned long long)mt_stat_get(evictions_dirty), (unsigned long long)mt_stat_get(evictions_clean),
              (unsigned long long)mt_stat_get(unmap_waits), bel, br.fetches, br.writebacks, r.launches, t.host_mapped_kernels, t.host_mapped_bytes, r.iterations,
              wall, rss);
@@ -455,7 +468,14 @@ done:
              (unsigned long long)mt_stat_get(evictions_dirty), (unsigned long long)mt_stat_get(evictions_clean));
       printf("  host-mapped      %12.3f GB   (%" PRIu64 " launches larger than GPU memory, reached over the link)\n",
              (double)t.host_mapped_bytes / 1e9, t.host_mapped_kernels);
-      printf("  NVMe read/write  %12.3f GB   (no NVMe tier yet)\n", 0.0);
+      if (nvme_mem)
+        printf("  NVMe read/write  %6.3f / %.3f GB   (%.2f GiB drive at %.1f/%.1f GB/s; %llu spills, %llu loads, "
+               "%llu clean drops)\n", (double)t.bytes_nvme_read / 1e9, (double)t.bytes_nvme_write / 1e9,
+               (double)nvme_mem / (1 << 30), nvme_rd / 1e9, nvme_wr / 1e9,
+               (unsigned long long)mt_stat_get(nvme_spills), (unsigned long long)mt_stat_get(nvme_loads),
+               (unsigned long long)mt_stat_get(nvme_drops));
+      else
+        printf("  NVMe read/write  %12.3f GB   (no NVMe tier: give --nvme-mem)\n", 0.0);
       printf("  Belady bound     %12.3f GB   (%" PRIu64 " fetches, %" PRIu64 " write-backs%s)\n", (double)bel / 1e9,
              br.fetches, br.writebacks, br.infeasible ? "; some launch alone exceeds the memory" : "");
       printf("  prefetch         n/a (no predictor)\n");

@@ -1,0 +1,256 @@
+/* Description: the NVMe tier inside the pager (tier_nvme.c + pager.c) on the
+ * fake driver: data written through the pager survives GPU -> host -> NVMe
+ * -> GPU round trips bit for bit; clean chunks go back to NVMe without a
+ * write; cuMemGetInfo counts the tier; and every fault the store can meet
+ * (EIO, short transfers, ENOSPC, a full MT_MAX_NVME, a flipped bit, a
+ * missing directory) loses nothing: the operation that needed the room
+ * fails, the data stays where it was and reads back intact.
+ *
+ * The store is compiled into this program with -DMT_FAULT_INJECT (see
+ * meson.build); its files go under MT_NVME_TEST_DIR (/tmp may be tmpfs,
+ * which has no O_DIRECT). Each Test runs in its own process (criterion
+ * forks), so each has its own pager. */
+#include <criterion/criterion.h>
+#include <cuda.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "nvme_store.h"
+#include "pager.h"
+#include "pager_internal.h"
+#include "stats.h"
+
+#define MiB ((size_t)1 << 20)
+#define NREG 16
+#define REG (4 * MiB)
+
+static char dir[4096];
+static mt_pager_t *P;
+
+static int fwd_h2d(void *ctx, uintptr_t dst, uintptr_t src, size_t n) {
+  (void)ctx;
+  return cuMemcpyHtoD((CUdeviceptr)dst, (const void *)src, n) == CUDA_SUCCESS ? 0 : -EIO;
+}
+
+static int fwd_d2h(void *ctx, uintptr_t dst, uintptr_t src, size_t n) {
+  (void)ctx;
+  return cuMemcpyDtoH((void *)dst, (CUdeviceptr)src, n) == CUDA_SUCCESS ? 0 : -EIO;
+}
+
+static int put(uintptr_t a, const void *buf, size_t n) {
+  return _mt_copy(a, (uintptr_t)buf, n, 0, false, 1, fwd_h2d, NULL);
+}
+
+static int get(void *buf, uintptr_t a, size_t n) {
+  return _mt_copy((uintptr_t)buf, a, n, 0, false, 0, fwd_d2h, NULL);
+}
+
+static void fill(uint32_t *b, size_t n, uint32_t seed) {
+  for (size_t i = 0; i < n / 4; i++) b[i] = seed * 2654435761u + (uint32_t)i;
+}
+
+static size_t dir_entries(const char *d) {
+  DIR *dp = opendir(d);
+  cr_assert_not_null(dp);
+  size_t n = 0;
+  for (struct dirent *e; (e = readdir(dp)) != NULL;) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  closedir(dp);
+  return n;
+}
+
+/* A pager on the fake driver: vram and host budgets in MiB, the NVMe tier
+ * in `dirs` (NULL: this test's directory) capped at nvme bytes (0: free
+ * space). */
+static void start(size_t vram, size_t host, const char *dirs, uint64_t nvme) {
+  const char *base = getenv("MT_NVME_TEST_DIR");
+  cr_assert_not_null(base, "MT_NVME_TEST_DIR is not set (meson test sets it)");
+  snprintf(dir, sizeof(dir), "%s/tier-test.XXXXXX", base);
+  cr_assert_not_null(mkdtemp(dir));
+  char probe[4200];
+  snprintf(probe, sizeof(probe), "%s/probe", dir);
+  int fd = open(probe, O_RDWR | O_CREAT | O_DIRECT, 0600);
+  if (fd < 0) cr_skip_test("%s has no O_DIRECT: set MT_NVME_TEST_DIR to a disk", dir);
+  close(fd);
+  unlink(probe);
+  char *env[] = {NULL};
+  _mt_options_load(env);
+  cr_assert_eq(cuInit(0), CUDA_SUCCESS);
+  mt_device_t *d = _mt_device_cuda_open();
+  cr_assert_not_null(d);
+  _mt_nvme_cfg_t nc = {.dirs = dirs ? dirs : dir, .max_bytes = nvme ? nvme : 256 * MiB, .queue_depth = 4,
+                       .request_bytes = MiB};
+  mt_pager_config_t cfg = {.budget = vram * MiB, .host_budget = host * MiB, .chunk = 2 * MiB,
+                           .small_limit = MiB, .policy = "lru", .host_map = true, .nvme = &nc};
+  cr_assert_eq(_mt_pager_create(d, &cfg, &P), 0);
+  _mt_pager_install(P);
+}
+
+static void finish(void) {
+  rmdir(dir);
+}
+
+static uint64_t st(const char *name) {
+  /* stats by name, so a failure message says which */
+#define S(f) if (!strcmp(name, #f)) return mt_stat_get(f);
+  S(bytes_nvme_read) S(bytes_nvme_write) S(nvme_spills) S(nvme_loads) S(nvme_drops) S(nvme_errors)
+#undef S
+  return 0;
+}
+
+/* NREG regions of REG bytes, each written with its own pattern. */
+static void write_all(uintptr_t *a, uint32_t *buf) {
+  for (int i = 0; i < NREG; i++) {
+    cr_assert_eq(_mt_alloc(REG, &a[i]), 0);
+    fill(buf, REG, (uint32_t)i + 1);
+    cr_assert_eq(put(a[i], buf, REG), 0, "region %d", i);
+  }
+}
+
+static void check_all(const uintptr_t *a, uint32_t *buf, uint32_t *want) {
+  for (int i = 0; i < NREG; i++) {
+    memset(buf, 0xee, REG);
+    cr_assert_eq(get(buf, a[i], REG), 0, "region %d", i);
+    fill(want, REG, (uint32_t)i + 1);
+    cr_assert(memcmp(buf, want, REG) == 0, "region %d differs after the round trip", i);
+  }
+}
+
+Test(nvme_tier, round_trip_and_clean_drops) {
+  /* 64 MiB of data, 4 MiB of GPU, 16 MiB of host copies (less staging) */
+  start(4, 24, NULL, 0);
+  cr_assert_not_null(P->nv, "the tier opened");
+  cr_assert_eq(dir_entries(dir), 0, "the store's file is unlinked at once");
+  size_t fr, tot;
+  _mt_mem_info(&fr, &tot);
+  cr_assert_gt(tot, (size_t)200 * MiB, "cuMemGetInfo counts the NVMe tier: total %zu", tot);
+  uint32_t *buf = malloc(REG), *want = malloc(REG);
+  uintptr_t a[NREG];
+  write_all(a, buf);
+  check_all(a, buf, want);
+  cr_assert_gt(st("nvme_spills"), 0);
+  cr_assert_gt(st("nvme_loads"), 0);
+  cr_assert_gt(st("bytes_nvme_write"), 0);
+  cr_assert_gt(st("bytes_nvme_read"), 0);
+  /* reading only: chunks loaded from NVMe stay clean and go back without a write */
+  uint64_t w0 = st("bytes_nvme_write"), r0 = st("bytes_nvme_read"), d0 = st("nvme_drops");
+  check_all(a, buf, want);
+  cr_assert_gt(st("nvme_drops"), d0, "clean chunks dropped back to NVMe");
+  cr_assert_lt(st("bytes_nvme_write") - w0, st("bytes_nvme_read") - r0,
+               "a read-only pass writes less than it reads (%llu written, %llu read)",
+               (unsigned long long)(st("bytes_nvme_write") - w0), (unsigned long long)(st("bytes_nvme_read") - r0));
+  _mt_nvme_stats_t ns;
+  for (int i = 0; i < NREG; i++) cr_assert_eq(_mt_free(a[i], 0, false), 0);
+  _mt_nvme_get_stats(P->nv->store, &ns);
+  cr_assert_eq(ns.pages_free, ns.pages_total, "every page back after the frees");
+  cr_assert_eq(st("nvme_errors"), 0);
+  free(buf);
+  free(want);
+  finish();
+}
+
+/* A fault on the spill path: the write fails, the chunk stays in host
+ * memory, the operation that needed the room fails with out-of-memory, and
+ * once the fault is gone everything reads back. */
+static void spill_fault(_mt_nvme_fault_t f, uint32_t count, bool expect_fail) {
+  start(4, 24, NULL, 0);
+  uint32_t *buf = malloc(REG), *want = malloc(REG);
+  uintptr_t a[NREG];
+  /* fill until the host tier is about to spill, then arm the fault */
+  int i = 0, failed = -1;
+  uint32_t injected = 0;
+  for (; i < NREG; i++) {
+    cr_assert_eq(_mt_alloc(REG, &a[i]), 0);
+    fill(buf, REG, (uint32_t)i + 1);
+    if (i == 8) _mt_nvme_fault_arm(f, 0, count);
+    int rc = put(a[i], buf, REG);
+    if (rc != 0) {
+      cr_assert(expect_fail, "region %d: unexpected failure %d", i, rc);
+      cr_assert_eq(rc, -ENOMEM, "the operation needing room gets out-of-memory, got %d", rc);
+      failed = i;
+      injected = _mt_nvme_fault_injected(f);
+      _mt_nvme_fault_reset();
+      cr_assert_eq(put(a[i], buf, REG), 0, "the same copy succeeds once the fault is gone");
+    }
+  }
+  if (failed < 0) injected = _mt_nvme_fault_injected(f);
+  cr_assert_gt(injected, 0, "the fault was injected");
+  if (expect_fail) cr_assert_geq(failed, 0, "the fault surfaced as a failed operation");
+  check_all(a, buf, want);
+  free(buf);
+  free(want);
+  finish();
+}
+
+Test(nvme_tier, eio_on_spill_loses_nothing) { spill_fault(MT_NVME_FAULT_EIO, 100, true); }
+Test(nvme_tier, short_writes_are_retried) { spill_fault(MT_NVME_FAULT_SHORT, 2, false); }
+Test(nvme_tier, enospc_on_spill_loses_nothing) { spill_fault(MT_NVME_FAULT_NOSPC, 100, true); }
+/* one chunk of a spill batch refused: the others make the room */
+Test(nvme_tier, one_enospc_in_a_batch_is_absorbed) { spill_fault(MT_NVME_FAULT_NOSPC, 1, false); }
+
+Test(nvme_tier, max_nvme_full_is_out_of_memory) {
+  /* 16 MiB of NVMe: the allocation check counts it, then refuses */
+  start(4, 24, NULL, 16 * MiB);
+  size_t fr, tot;
+  _mt_mem_info(&fr, &tot);
+  uintptr_t a[NREG];
+  int n = 0;
+  for (; n < NREG && _mt_alloc(REG, &a[n]) == 0; n++) {}
+  cr_assert_lt(n, NREG, "allocations past VRAM + host + NVMe are refused");
+  uint32_t *buf = malloc(REG), *want = malloc(REG);
+  for (int i = 0; i < n; i++) {
+    fill(buf, REG, (uint32_t)i + 1);
+    cr_assert_eq(put(a[i], buf, REG), 0, "region %d of %d: allocated, so it fits", i, n);
+  }
+  for (int i = 0; i < n; i++) {
+    fill(want, REG, (uint32_t)i + 1);
+    cr_assert_eq(get(buf, a[i], REG), 0);
+    cr_assert(memcmp(buf, want, REG) == 0, "region %d", i);
+  }
+  free(buf);
+  free(want);
+  finish();
+}
+
+Test(nvme_tier, flipped_bit_is_never_delivered) {
+  start(4, 24, NULL, 0);
+  uint32_t *buf = malloc(REG), *want = malloc(REG);
+  uintptr_t a[NREG];
+  write_all(a, buf);
+  /* region 0 went to NVMe first (least recently used) */
+  cr_assert_eq(P->nv != NULL, 1);
+  int on_nvme = -1;
+  for (int i = 0; i < NREG && on_nvme < 0; i++) {
+    mt_region_t *r = _mt_region_of(P, a[i]);
+    if (r->chunks[0].state == CH_NVME) on_nvme = i;
+  }
+  cr_assert_geq(on_nvme, 0, "some region is on NVMe");
+  _mt_nvme_fault_arm(MT_NVME_FAULT_FLIP, 0, 1);
+  memset(buf, 0xee, REG);
+  int rc = get(buf, a[on_nvme], REG);
+  cr_assert_neq(rc, 0, "the corrupt read fails the copy");
+  cr_assert_eq(_mt_nvme_fault_injected(MT_NVME_FAULT_FLIP), 1);
+  fill(want, REG, (uint32_t)on_nvme + 1);
+  for (size_t k = 0; k < REG / 4; k++)
+    cr_assert(buf[k] == 0xeeeeeeeeu, "nothing was copied out: word %zu is %#x", k, buf[k]);
+  cr_assert_eq(_mt_region_of(P, a[on_nvme])->chunks[0].state, CH_NVME, "the chunk stays on NVMe");
+  /* the flip was in flight, not on disk: a second read is clean */
+  check_all(a, buf, want);
+  free(buf);
+  free(want);
+  finish();
+}
+
+Test(nvme_tier, missing_directory_runs_without_the_tier) {
+  start(4, 24, "/nonexistent/mtalloc-offload", 0);
+  cr_assert_null(P->nv, "no tier");
+  size_t fr, tot;
+  _mt_mem_info(&fr, &tot);
+  cr_assert_eq(tot, (4 + 24 - 2) * MiB, "the capacity is GPU + host less a chunk: %zu", tot);
+  finish();
+}
