@@ -10,6 +10,10 @@
 # device usage stays within the budget, the pager evicted and fetched
 # (evictions_dirty + evictions_clean > 0, fetches > 0), and it saw every
 # kernel launch tinytrain made.
+# With TINYTRAIN_NVME_DIR (a directory on a disk with O_DIRECT) also
+#   (d) MT_MAX_VRAM = footprint/8, MT_MAX_HOST = footprint/4 and
+#       MT_OFFLOAD_DIR=TINYTRAIN_NVME_DIR: the same lines bit for bit, NVMe
+#       bytes both ways in the stats, and nothing left in the directory.
 #
 # Usage: tinytrain_check.sh TINYTRAIN LIBMTALLOC_SO FAKECUDA_DIR
 #        tinytrain_check.sh --plain TINYTRAIN FAKECUDA_DIR   (run (a) only)
@@ -190,6 +194,37 @@ else
     note "run (c): evictions $evictions, fetches $fetches, launches $mt_launches" \
       "(tinytrain: $launches), bytes_h2d $(stat bytes_h2d), bytes_d2h $(stat bytes_d2h)"
   fi
+fi
+
+# ---- (d): three tiers ----------------------------------------------------------
+if [ -n "${TINYTRAIN_NVME_DIR:-}" ]; then
+  nvdir=$(mktemp -d "$TINYTRAIN_NVME_DIR/tinytrain-nvme.XXXXXX") || exit 1
+  host=$((footprint / 4))
+  note "run (d): MT_MAX_HOST = footprint / 4 = $host bytes, MT_OFFLOAD_DIR=$nvdir"
+  run d LD_PRELOAD="$preload" FAKECUDA_JITTER_US="$jitter" MT_MAX_VRAM="$budget" MT_MAX_HOST="$host" \
+    MT_OFFLOAD_DIR="$nvdir" MT_MAX_NVME=1G MT_STATS=1
+  rc_d=$?
+  if [ $rc_d -eq 0 ]; then
+    grep -v '^peak_device_bytes ' "$tmp/d.out" >"$tmp/d.same"
+    if cmp -s "$tmp/a.same" "$tmp/d.same"; then
+      note "run (d): $steps step lines (losses bit for bit) identical to (a)"
+    else
+      fail "run (d) printed different results from (a) (diff a d):"
+      diff "$tmp/a.same" "$tmp/d.same" | head -n 20 | sed 's/^/    /'
+    fi
+    stats=$(cat "$tmp/d.out" "$tmp/d.err" | grep '^mtalloc: stats {' | tail -n 1)
+    rd=$(stat bytes_nvme_read) wr=$(stat bytes_nvme_write)
+    if [ -z "$rd" ] || [ -z "$wr" ] || [ "$rd" -eq 0 ] || [ "$wr" -eq 0 ]; then
+      fail "run (d): no NVMe traffic both ways (bytes_nvme_read '$rd', bytes_nvme_write '$wr'); stderr:"
+      grep 'mtalloc: \(error\|warning\)' "$tmp/d.err" | head -n 5 | sed 's/^/    /'
+    else
+      note "run (d): bytes_nvme_read $rd, bytes_nvme_write $wr, spills $(stat nvme_spills)," \
+        "loads $(stat nvme_loads), clean drops $(stat nvme_drops), errors $(stat nvme_errors)"
+    fi
+  fi
+  left=$(find "$nvdir" -mindepth 1 | head -n 5)
+  [ -z "$left" ] || fail "run (d) left files in the offload directory: $left"
+  rmdir "$nvdir" 2>/dev/null
 fi
 
 if [ $failed -eq 0 ]; then note "ok"; else note "failed"; fi
