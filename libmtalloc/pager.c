@@ -981,9 +981,16 @@ static int alloc_locked(mt_pager_t *p, size_t size, uintptr_t *out) {
         reap_pending(p, true);
         return alloc_locked(p, size, out);
       }
-      mt_error("out of memory: %zu bytes asked, %zu already allocated; MT_MAX_VRAM=%zu plus "
-               "MT_MAX_HOST=%zu, less one %zu-byte chunk kept for swapping, is all mtalloc can "
-               "hold (raise MT_MAX_HOST)", size, _mt_held_bytes(p), p->budget, p->host_budget, p->chunk);
+      if (p->nv != NULL)
+        mt_error("out of memory: %zu bytes asked, %zu already allocated; MT_MAX_VRAM=%zu plus "
+                 "MT_MAX_HOST=%zu (after the NVMe tier's staging) plus %zu bytes of the NVMe tier, less "
+                 "one %zu-byte chunk kept for swapping, is all mtalloc can hold (raise MT_MAX_NVME)", size,
+                 _mt_held_bytes(p), p->budget, p->host_budget, _mt_nv_capacity(p), p->chunk);
+      else
+        mt_error("out of memory: %zu bytes asked, %zu already allocated; MT_MAX_VRAM=%zu plus "
+                 "MT_MAX_HOST=%zu, less one %zu-byte chunk kept for swapping, is all mtalloc can "
+                 "hold (raise MT_MAX_HOST, or give MT_OFFLOAD_DIR an NVMe directory)", size,
+                 _mt_held_bytes(p), p->budget, p->host_budget, p->chunk);
       return -ENOMEM;
     }
     r = calloc(1, sizeof(*r) + n * sizeof(mt_chunk_t));

@@ -87,7 +87,34 @@ tiny_off = run("replay", trace, "--gpu-mem", "16M", "--host-mem", "1G", "--host-
 check(tiny_off.returncode == 1 and "cannot run" in tiny_off.stderr,
       "--host-map off: a launch larger than --gpu-mem exits 1 with a message")
 
-for args, what in [((trace, "--gpu-mem", "12Q"), "bad size"), ((trace, "--policy", "fifo"), "unknown policy"),
+# The NVMe tier: 64 MiB of host cannot hold what spills from 64 MiB of GPU
+# (exit 1); with --nvme-mem the host tier spills to the simulated drive,
+# whose bytes are reported and whose time the host waits for.
+nohost = run("replay", trace, "--gpu-mem", "64M", "--host-mem", "64M", "--pcie-bw", "1G")
+check(nohost.returncode == 1 and "raise MT_MAX_HOST" in nohost.stderr,
+      "64 MiB GPU + 64 MiB host cannot hold the model: exit 1")
+nv = run("replay", trace, "--gpu-mem", "64M", "--host-mem", "64M", "--nvme-mem", "1G", "--pcie-bw", "1G", "--json")
+check(nv.returncode == 0, "replay with --nvme-mem 1G: " + nv.stderr.strip())
+if nv.returncode == 0:
+    v = json.loads(nv.stdout)
+    chunk = 2 * 1024 * 1024
+    check(v["bytes_nvme_write"] > 0 and v["bytes_nvme_read"] > 0,
+          "NVMe bytes both ways (%d read, %d written)" % (v["bytes_nvme_read"], v["bytes_nvme_write"]))
+    check(0 < v["bytes_nvme_write"] <= v["nvme_spills"] * chunk and v["bytes_nvme_read"] == v["nvme_loads"] * chunk,
+          "NVMe bytes are whole chunks: %d spills, %d loads" % (v["nvme_spills"], v["nvme_loads"]))
+    check(v["sim_s"] > s["sim_s"], "spilling to NVMe costs time (%g > %g)" % (v["sim_s"], s["sim_s"]))
+    slow = run("replay", trace, "--gpu-mem", "64M", "--host-mem", "64M", "--nvme-mem", "1G", "--pcie-bw", "1G",
+               "--nvme-read-bw", "0.5G", "--nvme-write-bw", "0.5G", "--json")
+    w = json.loads(slow.stdout) if slow.returncode == 0 else None
+    check(w is not None and w["bytes_nvme_write"] == v["bytes_nvme_write"] and
+          abs((w["sim_s"] - v["sim_s"]) - (v["bytes_nvme_read"] + v["bytes_nvme_write"]) * (1 / 0.5e9 - 1 / 3.2e9))
+          < 0.05 * w["sim_s"],
+          "a slower drive moves the same bytes and adds their time (%s)" % (w and w["sim_s"]))
+small_nv = run("replay", trace, "--gpu-mem", "64M", "--host-mem", "64M", "--nvme-mem", "8M")
+check(small_nv.returncode == 1, "an NVMe tier too small for the model: exit 1")
+
+for args, what in [((trace, "--gpu-mem", "12Q"), "bad size"), ((trace, "--nvme-mem", "0"), "bad --nvme-mem"),
+                   ((trace, "--nvme-read-bw", "x"), "bad --nvme-read-bw"), ((trace, "--policy", "fifo"), "unknown policy"),
                    ((trace, "--pcie-bw", "-3"), "bad bandwidth"), (("/nonexistent",), "missing file"),
                    ((trace, "--gpu-mem", "1G", "--bogus"), "unknown option"),
                    ((trace, "--unmap-sync", "maybe"), "bad --unmap-sync")]:
