@@ -89,6 +89,38 @@ static void host_tier_out(mt_pager_t *p, mt_chunk_t *c) {
   if (p->nv != NULL && c->node.linked) p->pol_ops->remove(p->nv->hpol, &c->node);
 }
 
+/* Data bytes of c: a region's last chunk may be partly beyond its size. */
+static uint64_t chunk_data(const mt_pager_t *p, const mt_chunk_t *c) {
+  uint64_t off = (uint64_t)c->index * p->chunk;
+  return c->region->size - off < p->chunk ? c->region->size - off : p->chunk;
+}
+
+static void live_publish(mt_pager_t *p) {
+  atomic_store_explicit(&_mt_stats.live_gpu_bytes, p->live[CH_DEVICE], memory_order_relaxed);
+  atomic_store_explicit(&_mt_stats.live_host_bytes, p->live[CH_HOST], memory_order_relaxed);
+  atomic_store_explicit(&_mt_stats.live_nvme_bytes, p->live[CH_NVME], memory_order_relaxed);
+  _mt_stat_peak(&_mt_stats.peak_live_gpu_bytes, p->live[CH_DEVICE]);
+  _mt_stat_peak(&_mt_stats.peak_live_host_bytes, p->live[CH_HOST]);
+  _mt_stat_peak(&_mt_stats.peak_live_nvme_bytes, p->live[CH_NVME]);
+}
+
+/* c moves from tier `from` to `to` (CH_*): the live tier counts follow,
+ * and a placement no other record shows (a first use, an overwrite, a
+ * host copy for a never-touched chunk) is traced as a move from no tier,
+ * so that a trace's residency is the pager's (tests/e2e/trace_check.py). */
+static void live_move(mt_pager_t *p, mt_chunk_t *c, int from, int to, bool trace_it) {
+  if (c->region->freed || from == to) return;
+  uint64_t b = chunk_data(p, c);
+  if (from != CH_NONE) p->live[from] -= b;
+  if (to != CH_NONE) p->live[to] += b;
+  live_publish(p);
+  if (trace_it && _mt_trace_on()) {
+    static const uint8_t tier[4] = {MT_TIER_NONE, MT_TIER_GPU, MT_TIER_HOST, MT_TIER_NVME};
+    _mt_trace_move(to == CH_DEVICE ? MT_TR_FETCH : MT_TR_EVICT, c->region->id, c->index, MT_TIER_NONE, tier[to],
+                   false, false, b);
+  }
+}
+
 static void resident_changed(mt_pager_t *p) {
   atomic_store_explicit(&_mt_stats.resident_bytes, p->used, memory_order_relaxed);
   _mt_stat_peak(&_mt_stats.peak_resident_bytes, p->used);
@@ -225,7 +257,8 @@ static bool eligible(mt_policy_node_t *n, void *arg) {
   victim_ctx_t *v = arg;
   mt_chunk_t *c = container_of_chunk(n);
   mt_region_t *r = c->region;
-  if (r->escaped || r->epoch == v->p->epoch || c->epoch == v->p->epoch) return false;
+  /* a freed region's data is dead: waiting for its stream beats copying it */
+  if (r->escaped || r->freed || r->epoch == v->p->epoch || c->epoch == v->p->epoch) return false;
   /* During a capture no copy may be waited for (graph.c): clean chunks only. */
   if (_mt_capture_active(v->p) && (c->dirty || (c->host_addr == 0 && c->nv == NULL))) return false;
   if (v->wait) return true;
@@ -265,7 +298,7 @@ static bool host_eligible(mt_policy_node_t *n, void *arg) {
   mt_pager_t *p = arg;
   mt_chunk_t *c = container_of_chunk(n);
   mt_region_t *r = c->region;
-  if (r->epoch == p->epoch || c->epoch == p->epoch) return false;
+  if (r->freed || r->epoch == p->epoch || c->epoch == p->epoch) return false;
   return !(r->hostuse && region_held(p, r, false));
 }
 
@@ -306,10 +339,11 @@ static int host_spill(mt_pager_t *p, size_t need) {
     if (p->host_mapped) p->dev->ops->unmap(p->dev, chunk_va(p, c), p->chunk);
     host_release(p, c);
     c->state = CH_NVME;
+    live_move(p, c, CH_HOST, CH_NVME, false);
     moved++;
     mt_stat_add(nvme_spills, 1);
     if (_mt_trace_on())
-      _mt_trace_move(MT_TR_EVICT, c->region->id, c->index, MT_TIER_HOST, MT_TIER_NVME, true, false, p->chunk);
+      _mt_trace_move(MT_TR_EVICT, c->region->id, c->index, MT_TIER_HOST, MT_TIER_NVME, true, false, chunk_data(p, c));
   }
   _mt_pool_check(p);
   if (moved == 0) return rc < 0 ? rc : -ENOMEM;
@@ -321,7 +355,12 @@ static int host_spill(mt_pager_t *p, size_t need) {
  * chosen; with may_wait false, neither are chunks that work in flight
  * still holds (no host wait for them). Returns 0, or -E2BIG when nothing
  * more can be evicted. */
+static void reap_pending(mt_pager_t *p, bool wait);
+
 static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
+  /* Freed regions whose stream work is done give their memory first. */
+  if (p->used + need > p->budget && p->pending) reap_pending(p, false);
+  bool reaped = false;
   while (p->used + need > p->budget) {
     mt_chunk_t *batch[EVICT_BATCH];
     int n = 0;
@@ -329,6 +368,11 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
     victim_ctx_t vc = {p, false};
     while (n < EVICT_BATCH && p->used - freed + need > p->budget) {
       mt_policy_node_t *node = p->pol_ops->victim(p->pol, eligible, &vc);
+      if (node == NULL && !vc.wait && may_wait && !_mt_capture_active(p) && p->pending && !reaped) {
+        reaped = true; /* wait for the freed regions' streams: their memory, no copy */
+        reap_pending(p, true);
+        continue;
+      }
       if (node == NULL && !vc.wait && may_wait && !_mt_capture_active(p)) {
         vc.wait = true; /* everything is in flight: wait for the coldest */
         continue;
@@ -341,7 +385,10 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
       freed += p->chunk;
       vc.wait = false;
     }
-    if (n == 0) return -E2BIG;
+    if (n == 0) {
+      if (p->used + need <= p->budget) break; /* freed regions made the room */
+      return -E2BIG;
+    }
     /* Copies for dirty victims, one wait for all of them. */
     bool copied = false;
     int rc = 0;
@@ -415,7 +462,7 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
       bool to_nvme = c->host_addr == 0; /* clean, its NVMe copy valid */
       if (_mt_trace_on()) {
         _mt_trace_move(MT_TR_EVICT, c->region->id, c->index, MT_TIER_GPU, to_nvme ? MT_TIER_NVME : MT_TIER_HOST,
-                       c->dirty, false, p->chunk);
+                       c->dirty, false, chunk_data(p, c));
         if (c->dirty) _mt_trace_copy(MT_TR_D2H, true, 0, p->chunk, t0, _mt_trace_now());
       }
       if (to_nvme) mt_stat_add(nvme_drops, 1);
@@ -428,6 +475,7 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
       }
       c->dirty = false;
       c->state = to_nvme ? CH_NVME : CH_HOST;
+      live_move(p, c, CH_DEVICE, c->state, false);
       if (!to_nvme) host_tier_in(p, c);
       c->region->ndevice--;
     }
@@ -623,7 +671,7 @@ static int run_to_device(mt_pager_t *p, mt_chunk_t *cs, int n, const bool *fetch
       if (_mt_trace_on()) {
         uint64_t t = _mt_trace_now(); /* issued now; the copy stream runs it */
         _mt_trace_move(MT_TR_FETCH, c->region->id, c->index, from_nvme ? MT_TIER_NVME : MT_TIER_HOST, MT_TIER_GPU,
-                       false, false, p->chunk);
+                       false, false, chunk_data(p, c));
         _mt_trace_copy(MT_TR_H2D, true, 0, p->chunk, t, t);
       }
       c->dirty = false;
@@ -636,6 +684,7 @@ static int run_to_device(mt_pager_t *p, mt_chunk_t *cs, int n, const bool *fetch
     }
     host_tier_out(p, c);
     c->dev = h[i];
+    live_move(p, c, c->state, CH_DEVICE, !((c->state == CH_HOST || from_nvme) && fetch[i]));
     c->state = CH_DEVICE;
     c->region->ndevice++;
     p->used += p->chunk;
@@ -765,6 +814,13 @@ static int chunk_host_back(mt_pager_t *p, mt_chunk_t *c) {
     }
   }
   if (c->nv != NULL) _mt_nv_drop(p, c); /* the kernel about to reach it may write it */
+  if (c->state == CH_NVME) {
+    live_move(p, c, CH_NVME, CH_HOST, false);
+    if (_mt_trace_on())
+      _mt_trace_move(MT_TR_FETCH, c->region->id, c->index, MT_TIER_NVME, MT_TIER_HOST, false, false, chunk_data(p, c));
+  } else {
+    live_move(p, c, c->state, CH_HOST, true);
+  }
   c->state = CH_HOST;
   c->dirty = false;
   host_tier_in(p, c);
@@ -799,6 +855,7 @@ void _mt_back_fresh(mt_pager_t *p) {
           host_release(p, c);
           break;
         }
+        live_move(p, c, CH_NONE, CH_HOST, true);
         c->state = CH_HOST;
         c->dirty = false;
         host_tier_in(p, c);
@@ -912,6 +969,7 @@ static void region_destroy(mt_pager_t *p, mt_region_t *r) {
     }
     if (c->state == CH_HOST) host_tier_out(p, c);
     if (c->nv != NULL) _mt_nv_drop(p, c);
+    live_move(p, c, c->state, CH_NONE, false);
     c->state = CH_NONE;
     host_release(p, c);
   }
@@ -923,6 +981,18 @@ static void region_destroy(mt_pager_t *p, mt_region_t *r) {
   _mt_va_free(&p->va, r->addr, r->nchunks, p->chunk);
   resident_changed(p);
   free(r);
+}
+
+/* The application freed r: its chunks leave the live tier counts now (a
+ * trace drops the region at its FREE record), and never move again. */
+static void region_leaves_live(mt_pager_t *p, mt_region_t *r) {
+  if (r->kind == REG_SMALL) {
+    p->live[CH_DEVICE] -= r->size;
+  } else {
+    for (uint32_t i = 0; i < r->nchunks; i++) live_move(p, &r->chunks[i], r->chunks[i].state, CH_NONE, false);
+  }
+  r->freed = true;
+  live_publish(p);
 }
 
 /* Destroys deferred frees whose stream work has finished (all, with wait). */
@@ -1023,6 +1093,10 @@ static int alloc_locked(mt_pager_t *p, size_t size, uintptr_t *out) {
     return rc;
   }
   regions_changed(+1);
+  if (r->kind == REG_SMALL) {
+    p->live[CH_DEVICE] += size;
+    live_publish(p);
+  }
   if (_mt_trace_on()) _mt_trace_alloc(r->id, size, 0, r->kind == REG_SMALL);
   *out = r->addr;
   return 0;
@@ -1056,6 +1130,7 @@ int _mt_free(uintptr_t addr, mt_handle_t s, bool async) {
   _mt_rmap_remove(p->rmap, addr, NULL);
   fresh_unlink(p, r); /* freed before any launch: nothing can reach it */
   regions_changed(-1);
+  region_leaves_live(p, r);
   if (async) {
     /* Stream-ordered: it is freed once the work before it on s has run. */
     uint32_t si = _mt_stream_index(p, s);
@@ -1137,14 +1212,28 @@ int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **
   if (host == 0) host = _mt_sysmem_limit() / 4 * 3; /* RAM, or the cgroup's limit when lower */
   p->host_budget = host / p->chunk * p->chunk;
   p->small_limit = cfg->small_limit;
-  /* Address space: all that budgets can hold, twice over for fragmentation. */
-  p->va_size = round_up(2 * (p->budget + p->host_budget), (size_t)1 << 30);
   p->pol_ops = _mt_policy_find(cfg->policy ? cfg->policy : "lru");
   p->pol = p->pol_ops ? p->pol_ops->create() : NULL;
   p->rmap = _mt_rmap_new();
   p->retained.rnext = p->retained.rprev = &p->retained;
   int rc = p->pol && p->rmap ? 0 : -ENOMEM;
-  if (rc == 0) rc = d->ops->reserve(d, p->va_size, p->chunk, &p->va_base);
+  /* The NVMe tier first: its staging comes out of the host budget, and its
+   * size is part of the address space (logged on failure: runs without). */
+  if (rc == 0 && cfg->nvme != NULL) (void)_mt_nv_open(p, cfg->nvme);
+  /* Address space: all that budgets can hold, twice over for fragmentation
+   * (the NVMe tier once: it is large). A reservation the driver refuses is
+   * retried without the NVMe part, then without the doubling. */
+  size_t fixed = p->budget + p->host_budget, nv = _mt_nv_capacity(p);
+  size_t tries[3] = {round_up(2 * fixed + nv, (size_t)1 << 30), round_up(2 * fixed, (size_t)1 << 30),
+                     round_up(fixed + nv / 2, (size_t)1 << 30)};
+  for (int t = 0; t < 3 && rc == 0; t++) {
+    p->va_size = tries[t];
+    if (d->ops->reserve(d, p->va_size, p->chunk, &p->va_base) == 0) break;
+    if (t == 2) rc = -ENOMEM;
+  }
+  if (rc == 0 && p->va_size < tries[0])
+    mt_warn("the driver reserved only %zu bytes of address space (%zu asked): allocations may run out of "
+            "addresses before memory", p->va_size, tries[0]);
   if (rc == 0) rc = _mt_va_init(&p->va, p->va_base, p->va_size / p->chunk);
   p->host_mapped = d->info.host_mappable && cfg->host_map;
   p->host_reach = cfg->host_map && (d->info.host_mappable || d->info.models_host_reach);
@@ -1162,8 +1251,6 @@ int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_fetch);
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_evict);
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_h2d);
-  /* before the pools: the tier's staging comes out of the host budget */
-  if (rc == 0 && cfg->nvme != NULL) (void)_mt_nv_open(p, cfg->nvme); /* else logged: runs without it */
   if (rc == 0) rc = _mt_small_init(p, cfg->small_limit);
   if (rc == 0) rc = _mt_pool_init(p);
   if (rc < 0) return rc; /* what was made stays: the process goes on without us */

@@ -220,6 +220,9 @@ typedef struct mt_region {
   struct mt_region *next_pending; /* deferred-free list */
   struct mt_region *fprev, *fnext; /* fresh list: allocated since the last launch */
   bool fresh;                /* on the fresh list */
+  bool freed;                /* the application freed it; destroyed once its stream work is
+                              * done. Its chunks never move again (no copy of dead data) and
+                              * have left the live tier counts */
   uint32_t nchunks;
   mt_chunk_t chunks[];       /* REG_PAGED */
 } mt_region_t;
@@ -283,6 +286,9 @@ struct mt_pager {
   size_t nevents, cap_events;
 
   mt_physpool_t pool;        /* physpool.c */
+  uint64_t live[4];          /* data bytes of live allocations per tier (CH_DEVICE, CH_HOST,
+                              * CH_NVME; small ones on the device): what a trace's residency
+                              * replays (stats live_*_bytes) */
   struct mt_nvtier *nv;      /* tier_nvme.c; NULL: no NVMe tier */
 
   /* graph.c */

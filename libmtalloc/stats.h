@@ -38,7 +38,13 @@
   X(nvme_spills)           \
   X(nvme_loads)            \
   X(nvme_drops)            \
-  X(nvme_errors)
+  X(nvme_errors)           \
+  X(live_gpu_bytes)        \
+  X(live_host_bytes)       \
+  X(live_nvme_bytes)       \
+  X(peak_live_gpu_bytes)   \
+  X(peak_live_host_bytes)  \
+  X(peak_live_nvme_bytes)
 
 typedef struct mt_stats {
 #define MT_STAT_DECL(name) _Atomic uint64_t name;

@@ -5,6 +5,12 @@ it leaves must agree with the library's own counters (launches,
 allocations, frees, fetches, evictions, bytes the pager moved), and every
 mt-trace subcommand must read it (summary, timeline, plot, replay).
 
+A second run pages through all three tiers (MT_MAX_HOST = footprint/4 and
+an offload directory) with the fake's streams jittered: the trace's NVMe
+bytes and spills are the library's, and its per-tier residency, replayed
+record by record, peaks exactly where the library's live tier counters
+did (GPU, host and NVMe).
+
 Usage: trace_check.py TINYTRAIN LIBMTALLOC FAKECUDA_DIR MT_TRACE WORKDIR
 """
 import json
@@ -71,6 +77,36 @@ r = subprocess.run([mt, "plot", trace, "-o", svg], capture_output=True, text=Tru
 check(r.returncode == 0 and ET.parse(svg).getroot().tag.endswith("svg"), "mt-trace plot writes an SVG")
 r = subprocess.run([mt, "replay", trace, "--json"], capture_output=True, text=True)
 check(r.returncode == 0 and json.loads(r.stdout)["launches"] == launches, "mt-trace replay replays every launch")
+
+# ---- three tiers, jittered streams: residency per tier ----------------------
+trace3 = os.path.join(work, "tinytrain3.trace")
+nvdir = os.path.join(work, "trace-check-nvme")
+os.makedirs(nvdir, exist_ok=True)
+env3 = dict(env)
+env3.update({"MT_TRACE": trace3, "MT_MAX_HOST": str(footprint // 4), "MT_OFFLOAD_DIR": nvdir,
+             "MT_MAX_NVME": "1G", "FAKECUDA_JITTER_US": "50"})
+if os.path.exists(trace3):
+    os.unlink(trace3)
+run3 = subprocess.run([tt, "--steps", "3"], env=env3, capture_output=True, text=True)
+check(run3.returncode == 0, "tinytrain on three tiers with MT_TRACE: " + run3.stderr[-300:])
+m = re.search(r"^mtalloc: stats (\{.*\})$", run3.stderr, re.M)
+st3 = json.loads(m.group(1)) if m else {}
+s3 = subprocess.run([mt, "summary", trace3, "--json"], capture_output=True, text=True)
+check(s3.returncode == 0, "mt-trace summary reads the three-tier trace: " + s3.stderr.strip())
+t3 = json.loads(s3.stdout)["total"] if s3.returncode == 0 else {}
+check(st3.get("bytes_nvme_write", 0) > 0 and st3.get("bytes_nvme_read", 0) > 0,
+      "the run paged to NVMe and back (%s written, %s read)" % (st3.get("bytes_nvme_write"), st3.get("bytes_nvme_read")))
+check(t3.get("bytes", {}).get("nvme_read", {}).get("pager") == st3.get("bytes_nvme_read")
+      and t3.get("bytes", {}).get("nvme_write", {}).get("pager") == st3.get("bytes_nvme_write"),
+      "NVMe bytes: trace %s / %s, stats %s / %s" % (t3.get("bytes", {}).get("nvme_read"), t3.get("bytes", {}).get("nvme_write"),
+                                                   st3.get("bytes_nvme_read"), st3.get("bytes_nvme_write")))
+check(t3.get("spills") == st3.get("nvme_spills"), "spills: trace %s, stats %s" % (t3.get("spills"), st3.get("nvme_spills")))
+check(t3.get("fetches") == st3.get("fetches") and t3.get("evictions_dirty") == st3.get("evictions_dirty")
+      and t3.get("evictions_clean") == st3.get("evictions_clean"), "fetches and evictions match the stats")
+for tier in ["gpu", "host", "nvme"]:
+    tv, lv = t3.get("peak_%s_bytes" % tier), st3.get("peak_live_%s_bytes" % tier)
+    check(tv == lv and (lv or 0) > 0, "peak %s residency: trace %s, library %s" % (tier, tv, lv))
+check(os.listdir(nvdir) == [], "nothing left in the offload directory")
 
 print("trace_check: %d failed" % len(fails))
 sys.exit(1 if fails else 0)

@@ -48,6 +48,7 @@ typedef struct row {
   uint64_t fetches, fetches_gpu, fetch_bytes;
   uint64_t prefetches, pf_used, pf_timely; /* to the GPU */
   uint64_t evictions, evict_dirty, evict_bytes;
+  uint64_t spills, placements;   /* host -> NVMe moves; moves from no tier (no data moved) */
   uint64_t peak[MTT_NTIERS];     /* bytes, by MT_TIER_* */
   uint64_t launches, allocations, alloc_bytes, frees, opt_steps, opt_ns;
 } row_t;
@@ -83,6 +84,10 @@ static void account(row_t *w, const mt_trace_rec_t *rec) {
   }
   case MT_TR_FETCH: {
     const mt_trace_move_t *m = (const void *)rec;
+    if (m->from == MT_TIER_NONE) { /* placed where it is first used: nothing fetched */
+      w->placements++;
+      break;
+    }
     w->fetches++;
     w->fetch_bytes += m->bytes;
     if (m->to == MT_TIER_GPU) {
@@ -93,6 +98,14 @@ static void account(row_t *w, const mt_trace_rec_t *rec) {
   }
   case MT_TR_EVICT: {
     const mt_trace_move_t *m = (const void *)rec;
+    if (m->from == MT_TIER_NONE) { /* a host copy for a never-touched chunk */
+      w->placements++;
+      break;
+    }
+    if (m->from != MT_TIER_GPU) { /* host -> NVMe */
+      w->spills++;
+      break;
+    }
     w->evictions++;
     w->evict_dirty += (rec->flags & MT_TRF_DIRTY) != 0;
     w->evict_bytes += m->bytes;
@@ -158,9 +171,9 @@ static void json_row(FILE *f, const row_t *w, bool with_iter) {
   fprintf(f,
           "},\n    \"fetches\": %" PRIu64 ", \"fetches_to_gpu\": %" PRIu64 ", \"fetch_bytes\": %" PRIu64
           ", \"evictions\": %" PRIu64 ", \"evictions_dirty\": %" PRIu64 ", \"evictions_clean\": %" PRIu64
-          ", \"evict_bytes\": %" PRIu64 ",\n",
+          ", \"evict_bytes\": %" PRIu64 ", \"spills\": %" PRIu64 ", \"placements\": %" PRIu64 ",\n",
           w->fetches, w->fetches_gpu, w->fetch_bytes, w->evictions, w->evict_dirty,
-          w->evictions - w->evict_dirty, w->evict_bytes);
+          w->evictions - w->evict_dirty, w->evict_bytes, w->spills, w->placements);
   fprintf(f,
           "    \"peak_gpu_bytes\": %" PRIu64 ", \"peak_host_bytes\": %" PRIu64
           ", \"peak_nvme_bytes\": %" PRIu64 ",\n",
@@ -247,6 +260,7 @@ static void print_text(FILE *f, const summary_t *s, const char *path, const mt_t
           mtt_fmt_bytes(b1, sizeof b1, t->fetch_bytes));
   fprintf(f, "  evictions     %" PRIu64 " (dirty %" PRIu64 ", clean %" PRIu64 ", %s)\n", t->evictions,
           t->evict_dirty, t->evictions - t->evict_dirty, mtt_fmt_bytes(b1, sizeof b1, t->evict_bytes));
+  if (t->spills) fprintf(f, "  spills        %" PRIu64 " (host to NVMe)\n", t->spills);
   fprintf(f, "  peak          GPU %s, host %s, NVMe %s\n", mtt_fmt_bytes(b1, sizeof b1, t->peak[MT_TIER_GPU]),
           mtt_fmt_bytes(b2, sizeof b2, t->peak[MT_TIER_HOST]), mtt_fmt_bytes(b3, sizeof b3, t->peak[MT_TIER_NVME]));
   fmt_ratio(b4, sizeof b4, t->prefetches, t->fetches_gpu);
@@ -296,8 +310,10 @@ static void help(FILE *f) {
         "      (stall_ns / wall_ns), stalls,\n"
         "    bytes: {h2d, d2h, d2d, set, nvme_read, nvme_write} each {app, pager}\n"
         "      (COPY records; pager = flagged as the pager's own),\n"
-        "    fetches, fetches_to_gpu, fetch_bytes, evictions, evictions_dirty,\n"
-        "      evictions_clean, evict_bytes,\n"
+        "    fetches, fetches_to_gpu, fetch_bytes (FETCH records from a tier),\n"
+        "      evictions, evictions_dirty, evictions_clean, evict_bytes (EVICT records\n"
+        "      from the GPU), spills (EVICT from host to NVMe), placements (FETCH or\n"
+        "      EVICT from no tier: a chunk placed without moving data),\n"
         "    peak_gpu_bytes, peak_host_bytes, peak_nvme_bytes (residency replayed per\n"
         "      chunk: FETCH/EVICT place a chunk, first use in a launch puts it on\n"
         "      the GPU, small regions count on the GPU from ALLOC to FREE),\n"
