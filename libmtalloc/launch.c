@@ -133,7 +133,7 @@ static void trace_launch(mt_pager_t *p, const footprint_t *fp, CUfunction f, con
     sp[i] = (mt_trace_span_t){fp->r[i]->id, 0, fp->r[i]->size};
     h = XXH3_64bits_withSeed(&fp->r[i]->id, sizeof(uint64_t), h);
   }
-  _mt_trace_launch(h, fid, name, si, sp, (uint32_t)fp->n, 0, f == NULL);
+  _mt_trace_launch(h, fid, name, si, sp, NULL, (uint32_t)fp->n, 0, f == NULL);
   if (sp != stackspans) free(sp);
 }
 

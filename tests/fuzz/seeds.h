@@ -54,7 +54,7 @@ static void write_seeds(const char *dir) {
   mt_trace_write(w, &ev.h);
   mt_trace_write(w, &s.h);
   mt_trace_write_name(w, 34, 7, "kernel");
-  mt_trace_write_launch(w, &l, foot);
+  mt_trace_write_launch(w, &l, foot, NULL);
   mt_trace_write(w, &o.h);
   mt_trace_write(w, &f.h);
   done(w);
@@ -64,7 +64,7 @@ static void write_seeds(const char *dir) {
   for (int i = 0; i < 40; i++) big[i] = (mt_trace_span_t){(uint64_t)i + 1, 0, 1 << 20};
   for (uint32_t i = 0; i < 4; i++) {
     mt_trace_launch_t li = {{MT_TR_LAUNCH, 0, 0, 0, i}, i, i, 0, 0, i * 13};
-    mt_trace_write_launch(w, &li, big);
+    mt_trace_write_launch(w, &li, big, NULL);
   }
   done(w);
 }

@@ -216,8 +216,7 @@ void synth_emit_launch(synth_emit_t *e, uint64_t func, const uint32_t *t, uint32
       .stream = 0,
       .nfoot = nfoot,
   };
-  l.h.size = (uint32_t)(sizeof l + (size_t)nfoot * sizeof(mt_trace_span_t));
-  int rc = mt_trace_write_launch(e->w, &l, e->foot);
+  int rc = mt_trace_write_launch(e->w, &l, e->foot, NULL);
   if (rc < 0) fail(e, rc, "write failed: %s", strerror(-rc));
   e->st.launches++;
   e->now += dur_ns;
