@@ -197,6 +197,10 @@ int _mt_rmap_remove(_mt_rmap_t *m, uintptr_t start, void **value);
 /* The value of the range containing addr, or NULL; *start and *size (when
  * not NULL) receive the range. */
 void *_mt_rmap_find(_mt_rmap_t *m, uintptr_t addr, uintptr_t *start, size_t *size);
+/* The first range that overlaps [addr, end) (lowest start), or NULL; its
+ * range goes to *start and *size. Walks the table under the writers' lock:
+ * for rare walks over a span of addresses (mt_advise), not for lookups. */
+void *_mt_rmap_next(_mt_rmap_t *m, uintptr_t addr, uintptr_t end, uintptr_t *start, size_t *size);
 size_t _mt_rmap_count(_mt_rmap_t *m);
 /* Level-3 check: ranges sorted, disjoint, counts agree. Returns 0 or -EFAULT. */
 int _mt_rmap_check(_mt_rmap_t *m);
