@@ -106,6 +106,10 @@ typedef enum mt_opt_type {
   X(OPTIMIZER_COMPRESSION, CHOICE, "none", 0, 0, "none|8bit|4bit|2bit", "",       \
     "storage format of host optimizer state (C API only, not wired to PyTorch yet): " \
     "FP32, or block-wise 8/4-bit m and v (2bit: experimental); tensors under 4096 elements stay FP32")                                      \
+  X(VERIFY_CLEAN, BOOL, "off", 0, 0, "", "",                                       \
+    "debug: before a clean chunk is evicted without a copy, compare its device and host " \
+    "copies; a difference (a kernel wrote memory advised read-mostly) is logged as an error " \
+    "naming the allocation and offset, and the chunk is copied back so nothing is lost")  \
   X(SHOW_CONFIG, BOOL, "off", 0, 0, "", "",                                        \
     "print the effective options table at start")
 

@@ -322,6 +322,13 @@ int _mt_region_escape(mt_pager_t *p, mt_region_t *r, mt_handle_t s);
 static inline bool _mt_in_range(const mt_pager_t *p, uintptr_t a) {
   return a - p->va_base < p->va_size;
 }
+/* verify.c, asked by make_room_ex before it drops clean chunk c without a
+ * copy: with MT_VERIFY_CLEAN on, compares c's device copy with its host
+ * copy. 0 when they agree or nothing was checked (option off, virtual
+ * clock, capture active); 1 when they differ (logged as an error naming
+ * the region and offset); <0 -errno when they could not be read. On
+ * anything but 0 the caller copies c as if dirty. */
+int _mt_verify_clean(mt_pager_t *p, mt_chunk_t *c);
 
 /* ---- smallpool.c ------------------------------------------------------------ */
 int _mt_small_alloc(mt_pager_t *p, size_t size, uintptr_t *addr, int *cls);
