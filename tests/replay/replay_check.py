@@ -81,6 +81,9 @@ check(a["evictions_clean"] > 0, "--writes aware: clean evictions (%d)" % a["evic
 check(a["bytes_d2h"] < s["bytes_d2h"], "--writes aware copies fewer bytes back (%d < %d)" % (a["bytes_d2h"], s["bytes_d2h"]))
 check(a["bytes_d2h"] == a["evictions_dirty"] * 2 * 1024 * 1024, "aware: only dirty evictions copy")
 check(a["sim_s"] <= s["sim_s"], "aware is no slower (%g <= %g)" % (a["sim_s"], s["sim_s"]))
+check(a["belady_fetches"] == s["belady_fetches"] and a["belady_writebacks"] < s["belady_writebacks"],
+      "aware: the Belady bound writes back only dirty chunks (%d < %d write-backs, same fetches)"
+      % (a["belady_writebacks"], s["belady_writebacks"]))
 
 # The same trace in the version 1 layout (no access kinds after a launch's
 # spans) still replays, every span unknown, so aware assumes writes too.

@@ -58,6 +58,7 @@ typedef struct replay {
   size_t iter_cap;
   uint64_t stream0_end;    /* the app streams' time when the replay stopped */
   uint64_t *keys;          /* scratch: a launch's chunk keys */
+  bool *keyw;              /* scratch: whether the launch may write each */
   size_t nkeys_cap;
   bool writes_aware;       /* --writes aware: spans only read leave chunks clean */
   char err[256];
@@ -109,7 +110,7 @@ static void usage(FILE *f) {
           "bytes_nvme_read, bytes_nvme_write, fetches, evictions_dirty, evictions_clean,\n"
           "unmap_waits (host waits that ordered an unmap after fetch copies),\n"
           "belady_bytes (bytes MIN eviction with perfect knowledge moves within the same\n"
-          "GPU memory), launches, launches_host_mapped, host_mapped_bytes, iterations, coverage/accuracy/timeliness (null: no\n"
+          "GPU memory, writing back what --writes says is dirty), launches, launches_host_mapped, host_mapped_bytes, iterations, coverage/accuracy/timeliness (null: no\n"
           "prefetcher), replay_wall_s, replay_max_rss_bytes, and per iteration (ITER\n"
           "records) iter_sim_s and iter_ideal_s.\n"
           "Exit: 0 ok, 2 bad option or trace, 1 the workload cannot run in that memory.\n");
@@ -188,18 +189,21 @@ static int do_launch(replay_t *r, const mt_trace_launch_t *l, uint64_t dur, uint
       if (nk == r->nkeys_cap) {
         size_t cap = r->nkeys_cap ? r->nkeys_cap * 2 : 4096;
         uint64_t *nkeys = realloc(r->keys, cap * sizeof(uint64_t));
-        if (nkeys == NULL) {
+        if (nkeys != NULL) r->keys = nkeys;
+        bool *nkeyw = nkeys ? realloc(r->keyw, cap * sizeof(bool)) : NULL;
+        if (nkeyw == NULL) {
           if (addrs != stackbuf) free(addrs);
           if (write != stackw) free(write);
           return -ENOMEM;
         }
-        r->keys = nkeys;
+        r->keyw = nkeyw;
         r->nkeys_cap = cap;
       }
+      r->keyw[nk] = write[n - 1];
       r->keys[nk++] = id << 24 | c;
     }
   }
-  int rc = belady_launch(r->bel, r->keys, (uint32_t)nk);
+  int rc = belady_launch(r->bel, r->keys, r->keyw, (uint32_t)nk);
   uint32_t s = l->stream % MAX_STREAMS;
   kctx_t k = {r->dev, s, dur};
   if (rc == 0) {
@@ -507,6 +511,7 @@ done:
   free(r.addr);
   free(r.nchunks);
   free(r.keys);
+  free(r.keyw);
   free(r.iter_start);
   free(r.iter_kernel);
   mt_trace_close(tr);
