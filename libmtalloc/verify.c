@@ -17,9 +17,10 @@
  *
  * Costs: two chunk copies and a host wait per clean eviction, so it is a
  * debug option (off by default). Nothing is checked where nothing can be:
- * on the virtual clock (no memory behind addresses) and while a stream
- * capture is active (no copy may be waited for then, graph.c); those
- * chunks are dropped unchecked.
+ * on the virtual clock (no memory behind addresses), while a stream
+ * capture is active (no copy may be waited for then, graph.c), and for a
+ * chunk whose lower copy is not in host memory (none, or on NVMe once that
+ * tier keeps clean copies there); those chunks are dropped unchecked.
  *
  * Both copies are read through the device's copy, not by dereferencing the
  * host copy's address: with host mappings that address is where the pager
@@ -45,7 +46,7 @@ static int read_back(mt_pager_t *p, void *dst, uintptr_t src, size_t n) {
 
 int _mt_verify_clean(mt_pager_t *p, mt_chunk_t *c) {
   if (!_mt_opt_int(MT_OPT_VERIFY_CLEAN)) return 0;
-  if (p->dev->info.models_host_reach || _mt_capture_active(p)) return 0;
+  if (p->dev->info.models_host_reach || _mt_capture_active(p) || c->host_addr == 0) return 0;
   mt_region_t *r = c->region;
   uintptr_t va = r->addr + (uintptr_t)c->index * p->chunk;
   uint8_t *dev = malloc(p->chunk), *host = malloc(p->chunk);
