@@ -44,10 +44,12 @@
 
 typedef struct footprint {
   mt_region_t **r;
-  bool *w;                   /* per region: the launch may write it */
+  bool *w;                   /* per_addr: per region, the launch may write it */
   size_t n, cap;
   size_t need;               /* bytes that must be resident at once */
   size_t cold;               /* regions not already hot (see _mt_region_hot) */
+  bool per_addr;             /* write flags come per address (_mt_launch_regions); else a
+                              * region is written unless advised read-mostly */
   mt_region_t *inline_r[64];
   bool inline_w[64];
 } footprint_t;
@@ -59,27 +61,18 @@ static void fp_fini(footprint_t *fp) {
   if (fp->w != fp->inline_w) free(fp->w);
 }
 
-/* Adds the region containing word; write: the caller's word may be written
- * through (a read-mostly region is read whatever the caller says). */
-static void fp_add(mt_pager_t *p, footprint_t *fp, uintptr_t word, bool write) {
-  if (!_mt_in_range(p, word)) return;
+/* Whether the launch may write footprint region i. */
+static inline bool fp_writes(const footprint_t *fp, size_t i) {
+  return fp->per_addr ? fp->w[i] : !fp->r[i]->readmostly;
+}
+
+/* Adds the region containing word, written unless advised read-mostly (the
+ * scan's path: it stores no flag, fp_writes derives it). Returns the
+ * region, new or already in the footprint, or NULL when word is in none. */
+static mt_region_t *fp_add(mt_pager_t *p, footprint_t *fp, uintptr_t word) {
+  if (!_mt_in_range(p, word)) return NULL;
   mt_region_t *r = _mt_rmap_find(p->rmap, word, NULL, NULL);
-  if (r == NULL) return;
-  write = write && !r->readmostly;
-  if (r->epoch == p->epoch) {
-    /* Seen already: a write through this word makes the whole region
-     * written. Only _mt_launch_regions can pass both kinds for one region,
-     * and its footprints are short, so the search is rare and cheap. */
-    if (!write) return;
-    for (size_t i = fp->n; i-- > 0;) {
-      if (fp->r[i] != r || fp->w[i]) continue;
-      bool was_hot = _mt_region_hot(p, r, false);
-      fp->w[i] = true;
-      fp->cold += was_hot && !_mt_region_hot(p, r, true);
-      break;
-    }
-    return;
-  }
+  if (r == NULL || r->epoch == p->epoch) return r;
   r->epoch = p->epoch;
   if (fp->n == fp->cap) {
     size_t cap = fp->cap * 2;
@@ -88,7 +81,7 @@ static void fp_add(mt_pager_t *p, footprint_t *fp, uintptr_t word, bool write) {
     if (nr == NULL || nw == NULL) { /* the region stays marked, so it is still never evicted here */
       free(nr);
       free(nw);
-      return;
+      return NULL;
     }
     memcpy(nr, fp->r, fp->n * sizeof(*nr));
     memcpy(nw, fp->w, fp->n * sizeof(*nw));
@@ -97,17 +90,42 @@ static void fp_add(mt_pager_t *p, footprint_t *fp, uintptr_t word, bool write) {
     fp->w = nw;
     fp->cap = cap;
   }
-  fp->w[fp->n] = write;
   fp->r[fp->n++] = r;
   fp->need += _mt_region_bytes(p, r);
-  fp->cold += !_mt_region_hot(p, r, write);
+  fp->cold += !_mt_region_hot(p, r, !r->readmostly);
+  return r;
+}
+
+/* _mt_launch_regions' path: the same, with the caller's word on whether
+ * the launch writes through word (a read-mostly region is read whatever it
+ * says). A region listed twice is written if either listing writes. */
+static void fp_add_addr(mt_pager_t *p, footprint_t *fp, uintptr_t word, bool write) {
+  size_t n0 = fp->n;
+  mt_region_t *r = fp_add(p, fp, word);
+  if (r == NULL) return;
+  write = write && !r->readmostly;
+  size_t i = n0;
+  bool was;
+  if (fp->n > n0) {
+    was = !r->readmostly; /* what fp_add counted in cold */
+  } else { /* listed before: find it */
+    for (i = fp->n; i-- > 0 && fp->r[i] != r;) {}
+    if (i >= fp->n) return;
+    was = fp->w[i];
+    write = write || was;
+  }
+  fp->w[i] = write;
+  if (write != was) {
+    fp->cold -= !_mt_region_hot(p, r, was);
+    fp->cold += !_mt_region_hot(p, r, write);
+  }
 }
 
 static void scan_bytes(mt_pager_t *p, footprint_t *fp, const void *v, size_t size) {
   for (size_t o = 0; o + 8 <= size; o += 8) {
     uintptr_t w;
     memcpy(&w, (const char *)v + o, 8);
-    fp_add(p, fp, w, true);
+    fp_add(p, fp, w);
   }
 }
 
@@ -121,7 +139,7 @@ typedef struct tmap_ctx {
 
 static void tmap_found(void *arg, uintptr_t addr) {
   tmap_ctx_t *c = arg;
-  fp_add(c->p, c->fp, addr, true);
+  fp_add(c->p, c->fp, addr);
 }
 
 static __attribute__((noinline)) void scan_tensormaps(mt_pager_t *p, footprint_t *fp, const void *v, size_t off,
@@ -181,7 +199,7 @@ static void trace_launch(mt_pager_t *p, const footprint_t *fp, CUfunction f, con
     uint64_t h = XXH3_64bits(&fid, sizeof(fid));
     for (size_t i = 0; i < fp->n; i++) {
       sp[i] = (mt_trace_span_t){fp->r[i]->id, 0, fp->r[i]->size};
-      kinds[i] = fp->w[i] ? MT_ACC_UNKNOWN : MT_ACC_READ;
+      kinds[i] = fp_writes(fp, i) ? MT_ACC_UNKNOWN : MT_ACC_READ;
       h = XXH3_64bits_withSeed(&fp->r[i]->id, sizeof(uint64_t), h);
     }
     _mt_trace_launch(h, fid, name, si, sp, kinds, (uint32_t)fp->n, 0, f == NULL);
@@ -230,12 +248,13 @@ static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle
       if (_mt_region_bytes(p, fp->r[i]) > 0) placed += (size_t)fp->r[i]->ndevice * p->chunk;
   for (size_t i = 0; i < fp->n && (fp->cold > 0 || over); i++) {
     mt_region_t *r = fp->r[i];
-    if (_mt_region_hot(p, r, fp->w[i])) continue;
+    bool write = fp_writes(fp, i);
+    if (_mt_region_hot(p, r, write)) continue;
     int rc;
     size_t extra = over && _mt_region_bytes(p, r) > 0 ? (size_t)(r->nchunks - r->ndevice) * p->chunk : 0;
     if (!over || placed + extra <= room) {
       placed += extra; /* counted only for a launch over the budget */
-      rc = _mt_region_resident(p, r, s, fp->w[i]);
+      rc = _mt_region_resident(p, r, s, write);
     } else {
       rc = _mt_region_use_in_place(p, r, &host_bytes);
     }
@@ -310,10 +329,13 @@ int _mt_launch(CUfunction f, void **params, void **extra, mt_handle_t s, mt_forw
  * mt-trace replay for a trace's, with what each span does. */
 int _mt_launch_regions(mt_pager_t *p, uintptr_t *addrs, const bool *write, size_t n, mt_handle_t s,
                        mt_forward_fn fwd, void *ctx, const char *what) {
-  footprint_t fp = {.n = 0, .need = 0, .cold = 0};
+  footprint_t fp = {.n = 0, .need = 0, .cold = 0, .per_addr = write != NULL};
   FP_INIT(fp);
   p->epoch++;
-  for (size_t i = 0; i < n; i++) fp_add(p, &fp, addrs[i], write == NULL || write[i]);
+  for (size_t i = 0; i < n; i++) {
+    if (write != NULL) fp_add_addr(p, &fp, addrs[i], write[i]);
+    else fp_add(p, &fp, addrs[i]);
+  }
   int rc = launch_locked(p, &fp, NULL, s, fwd, ctx, what, what);
   fp_fini(&fp);
   return rc;
