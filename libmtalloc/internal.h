@@ -107,6 +107,10 @@ typedef enum mt_opt_type {
   X(OPTIMIZER_COMPRESSION, CHOICE, "none", 0, 0, "none|8bit|4bit|2bit", "",       \
     "storage format of host optimizer state (C API only, not wired to PyTorch yet): " \
     "FP32, or block-wise 8/4-bit m and v (2bit: experimental); tensors under 4096 elements stay FP32")                                      \
+  X(VERIFY_CLEAN, BOOL, "off", 0, 0, "", "",                                       \
+    "debug: before a clean chunk is evicted without a copy, compare its device and host " \
+    "copies; a difference (a kernel wrote memory advised read-mostly) is logged as an error " \
+    "naming the allocation and offset, and the chunk is copied back so nothing is lost")  \
   X(SHOW_CONFIG, BOOL, "off", 0, 0, "", "",                                        \
     "print the effective options table at start")
 
@@ -197,6 +201,10 @@ int _mt_rmap_remove(_mt_rmap_t *m, uintptr_t start, void **value);
 /* The value of the range containing addr, or NULL; *start and *size (when
  * not NULL) receive the range. */
 void *_mt_rmap_find(_mt_rmap_t *m, uintptr_t addr, uintptr_t *start, size_t *size);
+/* The first range that overlaps [addr, end) (lowest start), or NULL; its
+ * range goes to *start and *size. Walks the table under the writers' lock:
+ * for rare walks over a span of addresses (mt_advise), not for lookups. */
+void *_mt_rmap_next(_mt_rmap_t *m, uintptr_t addr, uintptr_t end, uintptr_t *start, size_t *size);
 size_t _mt_rmap_count(_mt_rmap_t *m);
 /* Level-3 check: ranges sorted, disjoint, counts agree. Returns 0 or -EFAULT. */
 int _mt_rmap_check(_mt_rmap_t *m);

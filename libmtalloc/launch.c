@@ -11,6 +11,17 @@
  * (epoch mark), made resident whole, and held until the stream passes the
  * launch.
  *
+ * What a launch writes: nothing in a parameter says whether the kernel
+ * writes through it, so a region is made resident for writing (its chunks
+ * dirty, copied back at eviction) unless somebody said otherwise: the
+ * application, by advising the region read-mostly (mt_advise), or the
+ * caller of _mt_launch_regions, per address (mt-trace replay --writes aware,
+ * from the trace's access kinds). A region only read keeps the chunks that
+ * have a current host copy clean, so evicting them costs no copy. A kernel
+ * that writes such a region anyway breaks a promise we cannot check here;
+ * mt_advise (mtalloc.h) says what is lost, and MT_VERIFY_CLEAN=1 catches it
+ * at eviction (verify.c).
+ *
  * A CUtensorMap passed by value names its tensor in an encoding only the
  * driver reads; its bytes are looked up among the descriptors the encoders
  * made (tensormap.c).
@@ -33,29 +44,81 @@
 
 typedef struct footprint {
   mt_region_t **r;
+  bool *w;                   /* per_addr: per region, the launch may write it */
   size_t n, cap;
   size_t need;               /* bytes that must be resident at once */
   size_t cold;               /* regions not already hot (see _mt_region_hot) */
+  bool per_addr;             /* write flags come per address (_mt_launch_regions); else a
+                              * region is written unless advised read-mostly */
   mt_region_t *inline_r[64];
+  bool inline_w[64];
 } footprint_t;
 
-static void fp_add(mt_pager_t *p, footprint_t *fp, uintptr_t word) {
-  if (!_mt_in_range(p, word)) return;
+#define FP_INIT(fp) ((fp).r = (fp).inline_r, (fp).w = (fp).inline_w, (fp).cap = 64)
+
+static void fp_fini(footprint_t *fp) {
+  if (fp->r != fp->inline_r) free(fp->r);
+  if (fp->w != fp->inline_w) free(fp->w);
+}
+
+/* Whether the launch may write footprint region i. */
+static inline bool fp_writes(const footprint_t *fp, size_t i) {
+  return fp->per_addr ? fp->w[i] : !fp->r[i]->readmostly;
+}
+
+/* Adds the region containing word, written unless advised read-mostly (the
+ * scan's path: it stores no flag, fp_writes derives it). Returns the
+ * region, new or already in the footprint, or NULL when word is in none. */
+static mt_region_t *fp_add(mt_pager_t *p, footprint_t *fp, uintptr_t word) {
+  if (!_mt_in_range(p, word)) return NULL;
   mt_region_t *r = _mt_rmap_find(p->rmap, word, NULL, NULL);
-  if (r == NULL || r->epoch == p->epoch) return;
+  if (r == NULL || r->epoch == p->epoch) return r;
   r->epoch = p->epoch;
   if (fp->n == fp->cap) {
     size_t cap = fp->cap * 2;
     mt_region_t **nr = malloc(cap * sizeof(*nr));
-    if (nr == NULL) return; /* the region stays marked, so it is still never evicted here */
+    bool *nw = malloc(cap * sizeof(*nw));
+    if (nr == NULL || nw == NULL) { /* the region stays marked, so it is still never evicted here */
+      free(nr);
+      free(nw);
+      return NULL;
+    }
     memcpy(nr, fp->r, fp->n * sizeof(*nr));
-    if (fp->r != fp->inline_r) free(fp->r);
+    memcpy(nw, fp->w, fp->n * sizeof(*nw));
+    fp_fini(fp);
     fp->r = nr;
+    fp->w = nw;
     fp->cap = cap;
   }
   fp->r[fp->n++] = r;
   fp->need += _mt_region_bytes(p, r);
-  fp->cold += !_mt_region_hot(p, r, true);
+  fp->cold += !_mt_region_hot(p, r, !r->readmostly);
+  return r;
+}
+
+/* _mt_launch_regions' path: the same, with the caller's word on whether
+ * the launch writes through word (a read-mostly region is read whatever it
+ * says). A region listed twice is written if either listing writes. */
+static void fp_add_addr(mt_pager_t *p, footprint_t *fp, uintptr_t word, bool write) {
+  size_t n0 = fp->n;
+  mt_region_t *r = fp_add(p, fp, word);
+  if (r == NULL) return;
+  write = write && !r->readmostly;
+  size_t i = n0;
+  bool was;
+  if (fp->n > n0) {
+    was = !r->readmostly; /* what fp_add counted in cold */
+  } else { /* listed before: find it */
+    for (i = fp->n; i-- > 0 && fp->r[i] != r;) {}
+    if (i >= fp->n) return;
+    was = fp->w[i];
+    write = write || was;
+  }
+  fp->w[i] = write;
+  if (write != was) {
+    fp->cold -= !_mt_region_hot(p, r, was);
+    fp->cold += !_mt_region_hot(p, r, write);
+  }
 }
 
 static void scan_bytes(mt_pager_t *p, footprint_t *fp, const void *v, size_t size) {
@@ -119,22 +182,32 @@ bool _mt_owns(uintptr_t addr) {
   return p != NULL && _mt_in_range(p, addr);
 }
 
-/* Makes the footprint resident and forwards; the caller holds the lock. */
 /* The launch's trace record: identity = xxh3 of the function and the
- * footprint's region ids (stable across iterations for long-lived regions). */
+ * footprint's region ids (stable across iterations for long-lived regions).
+ * A span's access kind is read where the launch made its region resident
+ * for reading (advised read-mostly, or told so by the caller), else unknown:
+ * a launch written through is not known to write. */
 static void trace_launch(mt_pager_t *p, const footprint_t *fp, CUfunction f, const char *name, uint32_t si) {
   (void)p;
   mt_trace_span_t stackspans[64];
-  mt_trace_span_t *sp = fp->n <= 64 ? stackspans : malloc(fp->n * sizeof(*sp));
-  if (sp == NULL) return;
-  uint64_t fid = (uint64_t)(uintptr_t)f;
-  uint64_t h = XXH3_64bits(&fid, sizeof(fid));
-  for (size_t i = 0; i < fp->n; i++) {
-    sp[i] = (mt_trace_span_t){fp->r[i]->id, 0, fp->r[i]->size};
-    h = XXH3_64bits_withSeed(&fp->r[i]->id, sizeof(uint64_t), h);
+  uint8_t stackkinds[64];
+  bool heap = fp->n > 64;
+  mt_trace_span_t *sp = heap ? malloc(fp->n * sizeof(*sp)) : stackspans;
+  uint8_t *kinds = heap ? malloc(fp->n) : stackkinds;
+  if (sp != NULL && kinds != NULL) {
+    uint64_t fid = (uint64_t)(uintptr_t)f;
+    uint64_t h = XXH3_64bits(&fid, sizeof(fid));
+    for (size_t i = 0; i < fp->n; i++) {
+      sp[i] = (mt_trace_span_t){fp->r[i]->id, 0, fp->r[i]->size};
+      kinds[i] = fp_writes(fp, i) ? MT_ACC_UNKNOWN : MT_ACC_READ;
+      h = XXH3_64bits_withSeed(&fp->r[i]->id, sizeof(uint64_t), h);
+    }
+    _mt_trace_launch(h, fid, name, si, sp, kinds, (uint32_t)fp->n, 0, f == NULL);
   }
-  _mt_trace_launch(h, fid, name, si, sp, (uint32_t)fp->n, 0, f == NULL);
-  if (sp != stackspans) free(sp);
+  if (heap) {
+    free(sp);
+    free(kinds);
+  }
 }
 
 /* A footprint larger than what the budget leaves (budget less pinned
@@ -175,12 +248,13 @@ static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle
       if (_mt_region_bytes(p, fp->r[i]) > 0) placed += (size_t)fp->r[i]->ndevice * p->chunk;
   for (size_t i = 0; i < fp->n && (fp->cold > 0 || over); i++) {
     mt_region_t *r = fp->r[i];
-    if (_mt_region_hot(p, r, true)) continue;
+    bool write = fp_writes(fp, i);
+    if (_mt_region_hot(p, r, write)) continue;
     int rc;
     size_t extra = over && _mt_region_bytes(p, r) > 0 ? (size_t)(r->nchunks - r->ndevice) * p->chunk : 0;
     if (!over || placed + extra <= room) {
       placed += extra; /* counted only for a launch over the budget */
-      rc = _mt_region_resident(p, r, s, true);
+      rc = _mt_region_resident(p, r, s, write);
     } else {
       rc = _mt_region_use_in_place(p, r, &host_bytes);
     }
@@ -230,8 +304,8 @@ int _mt_launch(CUfunction f, void **params, void **extra, mt_handle_t s, mt_forw
   mt_pager_t *p = _mt_pager_if_started();
   if (p == NULL) return fwd(ctx);
   mt_stat_add(launches, 1);
-  footprint_t fp = {.r = NULL, .n = 0, .cap = 64, .need = 0, .cold = 0};
-  fp.r = fp.inline_r;
+  footprint_t fp = {.n = 0, .need = 0, .cold = 0};
+  FP_INIT(fp);
   pthread_mutex_lock(&p->lock);
   mt_layout_t *l = _mt_layout_acquire(f);
   p->epoch++;
@@ -247,18 +321,22 @@ int _mt_launch(CUfunction f, void **params, void **extra, mt_handle_t s, mt_forw
    * layout, which an unload on another thread may free once released. */
   _mt_layout_release();
   pthread_mutex_unlock(&p->lock);
-  if (fp.r != fp.inline_r) free(fp.r);
+  fp_fini(&fp);
   return rc;
 }
 
-/* graph.c needs the same guarantee for a graph's recorded footprint. */
-int _mt_launch_regions(mt_pager_t *p, uintptr_t *addrs, size_t n, mt_handle_t s, mt_forward_fn fwd, void *ctx,
-                       const char *what) {
-  footprint_t fp = {.r = NULL, .n = 0, .cap = 64, .need = 0, .cold = 0};
-  fp.r = fp.inline_r;
+/* graph.c needs the same guarantee for a graph's recorded footprint, and
+ * mt-trace replay for a trace's, with what each span does. */
+int _mt_launch_regions(mt_pager_t *p, uintptr_t *addrs, const bool *write, size_t n, mt_handle_t s,
+                       mt_forward_fn fwd, void *ctx, const char *what) {
+  footprint_t fp = {.n = 0, .need = 0, .cold = 0, .per_addr = write != NULL};
+  FP_INIT(fp);
   p->epoch++;
-  for (size_t i = 0; i < n; i++) fp_add(p, &fp, addrs[i]);
+  for (size_t i = 0; i < n; i++) {
+    if (write != NULL) fp_add_addr(p, &fp, addrs[i], write[i]);
+    else fp_add(p, &fp, addrs[i]);
+  }
   int rc = launch_locked(p, &fp, NULL, s, fwd, ctx, what, what);
-  if (fp.r != fp.inline_r) free(fp.r);
+  fp_fini(&fp);
   return rc;
 }

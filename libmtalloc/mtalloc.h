@@ -3,7 +3,7 @@
  *
  * mtalloc is normally used without any code change (LD_PRELOAD=libmtalloc.so);
  * this header is for programs and framework glue that want to talk to it:
- * read its configuration, mark iterations, read statistics.
+ * read its configuration, mark iterations, read statistics, give hints.
  *
  * Conventions: functions return 0 (or a count) on success and -errno on
  * failure, and never set errno. Handles are opaque.
@@ -76,6 +76,52 @@ MT_API const char *mt_stats_json(void);
  * sequence) for the rest of the process. Does nothing when not tracing.
  * Safe from any thread. */
 MT_API void mt_mark_iteration(void);
+
+/* ---- hints ----------------------------------------------------------------
+ * What the application knows and mtalloc cannot see. Nothing in a kernel
+ * launch says which of its buffers the kernel writes, so by default every
+ * launch counts as writing every buffer it can reach: a chunk it touched is
+ * copied back to host memory when it is evicted, even when its host copy
+ * was still current. */
+typedef enum mt_advice {
+  MT_ADVISE_NONE = 0,        /* no promise (the default): launches may write the buffer */
+  MT_ADVISE_READ_MOSTLY = 1, /* no kernel writes the buffer until the advice is changed */
+} mt_advice_t;
+
+/* Gives advice for every allocation that lies entirely inside [ptr,
+ * ptr + bytes); an allocation the range covers only in part is left as it
+ * is (the advice is kept per allocation). Returns the number of allocations
+ * advised (0 when none lies inside, or mtalloc has allocated nothing yet),
+ * or -EINVAL for an unknown advice, bytes 0 or a range that wraps. Safe
+ * from any thread.
+ *
+ * MT_ADVISE_READ_MOSTLY is a promise: no kernel launched from now on
+ * writes the allocation, until mt_advise gives it MT_ADVISE_NONE. Copies
+ * and sets the program makes (cuMemcpy*, cuMemset*) are seen by mtalloc and
+ * stay allowed. In return, launches make its chunks resident for reading:
+ * a chunk whose host copy is current (fetched since it was last written)
+ * stays clean and is evicted by dropping its device memory, with no copy.
+ *
+ * A kernel write that breaks the promise is not seen (nothing tells
+ * mtalloc what a kernel stores). The written chunk keeps counting as clean:
+ *   - while it stays on the GPU, kernels and copies read the new data;
+ *   - when it is evicted clean, the device copy is dropped and the write
+ *     is LOST: the chunk reads back, from then on, what its host copy held
+ *     before the write. Each chunk (MT_CHUNK bytes) is lost or kept on its
+ *     own, so a buffer can end up part new, part old;
+ *   - a chunk that was dirty when the advice was given, or never left the
+ *     GPU since it was first written, has no current host copy: it is
+ *     copied at its next eviction, write included;
+ *   - MT_ADVISE_NONE afterwards makes later launches write again; it does
+ *     not bring back a write already lost.
+ * CUDA's cudaMemAdviseSetReadMostly (managed memory only) is different: a
+ * write there invalidates the other copies and is kept. To find a broken
+ * promise in testing, run with MT_VERIFY_CLEAN=1: before a clean chunk is
+ * dropped its device copy is compared with its host copy, a difference is
+ * logged as an error naming the allocation and the offset, and the chunk
+ * is copied back as if dirty, so the data is kept (slower: one extra copy
+ * per clean eviction). */
+MT_API int mt_advise(const void *ptr, size_t bytes, int advice);
 
 /* PyTorch pluggable allocator entry points
  * (torch.cuda.memory.CUDAPluggableAllocator(path, "mt_torch_malloc", "mt_torch_free")).

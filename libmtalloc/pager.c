@@ -394,7 +394,10 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
       mt_chunk_t *c = batch[i];
-      if (!c->dirty && (c->host_addr != 0 || c->nv != NULL)) continue; /* a valid copy is kept */
+      if (!c->dirty && (c->host_addr != 0 || c->nv != NULL)) { /* a valid copy is kept */
+        if (c->host_addr == 0 || _mt_verify_clean(p, c) == 0) continue;
+        set_dirty(p, c); /* MT_VERIFY_CLEAN: written against mt_advise, or unchecked: keep it */
+      }
       if ((rc = host_get(p, c)) < 0) {
         if (rc != -ENOMEM || i == 0) break;
         /* Host memory for part of the batch only: evict those, return the

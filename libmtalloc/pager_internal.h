@@ -210,6 +210,8 @@ typedef struct mt_region {
   bool escaped;              /* address was copied to the device: stays resident */
   bool hostuse;              /* a launch reached its HOST chunks through host mappings:
                               * fetching one waits for the region's holds first */
+  bool readmostly;           /* mt_advise(MT_ADVISE_READ_MOSTLY): launches only read it,
+                              * so they leave its chunks clean (launch.c); default false */
   uint8_t nholds;
   uint8_t small_class;       /* REG_SMALL: size class */
   uint64_t epoch;            /* == pager epoch: part of the operation being prepared */
@@ -388,6 +390,13 @@ int _mt_region_escape(mt_pager_t *p, mt_region_t *r, mt_handle_t s);
 static inline bool _mt_in_range(const mt_pager_t *p, uintptr_t a) {
   return a - p->va_base < p->va_size;
 }
+/* verify.c, asked by make_room_ex before it drops clean chunk c without a
+ * copy: with MT_VERIFY_CLEAN on, compares c's device copy with its host
+ * copy. 0 when they agree or nothing was checked (option off, virtual
+ * clock, capture active); 1 when they differ (logged as an error naming
+ * the region and offset); <0 -errno when they could not be read. On
+ * anything but 0 the caller copies c as if dirty. */
+int _mt_verify_clean(mt_pager_t *p, mt_chunk_t *c);
 
 /* ---- smallpool.c ------------------------------------------------------------ */
 int _mt_small_alloc(mt_pager_t *p, size_t size, uintptr_t *addr, int *cls);
@@ -410,8 +419,10 @@ void _mt_capture_range(mt_pager_t *p, mt_handle_t s, uintptr_t a, size_t n);
  * was already freed so, 0 to free it now. */
 int _mt_graph_keep(mt_pager_t *p, uintptr_t addr);
 /* launch.c: makes the regions at addrs resident, forwards, holds them;
- * what names the work in messages ("graph launch"). */
-int _mt_launch_regions(mt_pager_t *p, uintptr_t *addrs, size_t n, mt_handle_t s, mt_forward_fn fwd, void *ctx,
-                       const char *what);
+ * write[i] false: the work only reads through addrs[i] (write NULL: it may
+ * write through every one); what names the work in messages ("graph
+ * launch"). */
+int _mt_launch_regions(mt_pager_t *p, uintptr_t *addrs, const bool *write, size_t n, mt_handle_t s,
+                       mt_forward_fn fwd, void *ctx, const char *what);
 
 #endif

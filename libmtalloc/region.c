@@ -352,6 +352,37 @@ int _mt_rmap_remove(_mt_rmap_t *m, uintptr_t start, void **value) {
   return rc;
 }
 
+void *_mt_rmap_next(_mt_rmap_t *m, uintptr_t addr, uintptr_t end, uintptr_t *start, size_t *size) {
+  if (end > (uintptr_t)1 << ADDR_BITS) end = (uintptr_t)1 << ADDR_BITS;
+  void *found = NULL;
+  pthread_mutex_lock(&m->lock); /* a rare walk: the writers' lock, no seqlock retries */
+  for (uintptr_t g = addr >> G_SHIFT; addr < end && found == NULL && g <= (end - 1) >> G_SHIFT; g++) {
+    const rslot_t *sl = slot_of(m, g, false);
+    if (sl == NULL) { /* no leaf: skip to the next one */
+      g = (g | (((uintptr_t)1 << LEAF_BITS) - 1));
+      continue;
+    }
+    if (sl->size != 0) {
+      if (sl->start + sl->size > addr && sl->start < end) {
+        found = sl->ptr;
+        *start = sl->start;
+        *size = sl->size;
+      }
+    } else if (sl->ptr != NULL) {
+      const rvec_t *v = sl->ptr;
+      for (uint32_t j = 0; j < v->n && found == NULL; j++) {
+        if (v->r[j].start + v->r[j].size <= addr) continue;
+        if (v->r[j].start >= end) break;
+        found = v->r[j].value;
+        *start = v->r[j].start;
+        *size = v->r[j].size;
+      }
+    }
+  }
+  pthread_mutex_unlock(&m->lock);
+  return found;
+}
+
 size_t _mt_rmap_count(_mt_rmap_t *m) {
   pthread_mutex_lock(&m->lock);
   size_t n = m->count;

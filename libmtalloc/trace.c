@@ -616,7 +616,8 @@ void _mt_trace_free(uint64_t region, uint32_t stream, bool async) {
 }
 
 void _mt_trace_launch(uint64_t launch_id, uint64_t func, const char *name, uint32_t stream,
-                      const mt_trace_span_t *foot, uint32_t nfoot, uint64_t dur_ns, bool graph) {
+                      const mt_trace_span_t *foot, const uint8_t *kinds, uint32_t nfoot, uint64_t dur_ns,
+                      bool graph) {
   if (!_mt_trace_on()) return;
   ring_t *t = ring_mine();
   if (!t) return;
@@ -630,22 +631,25 @@ void _mt_trace_launch(uint64_t launch_id, uint64_t func, const char *name, uint3
       iter_anchor_hit(t);
   }
   if (nfoot > MT_TRACE_FOOT_MAX) nfoot = MT_TRACE_FOOT_MAX; /* what readers accept; the rest is lost */
-  size_t fb = (size_t)nfoot * sizeof(*foot);
-  size_t size = sizeof(mt_trace_launch_t) + fb;
+  size_t fb = (size_t)nfoot * sizeof(*foot), kb = (size_t)MT_TRACE_KINDS_BYTES(nfoot);
+  size_t size = sizeof(mt_trace_launch_t) + fb + kb;
   mt_trace_launch_t l = {.h = rec_hdr(t, MT_TR_LAUNCH, graph ? MT_TRF_GRAPH : 0, size, _mt_trace_now()),
                          .launch_id = launch_id, .func = func, .dur_ns = dur_ns, .stream = stream, .nfoot = nfoot};
+  uint8_t *p = NULL, *rec = NULL;
   if (__builtin_expect(size <= RING_BIG, 1)) {
-    uint8_t *p = ring_reserve(t, size);
-    if (!p) return;
-    memcpy(p, &l, sizeof(l));
-    if (fb) memcpy(p + sizeof(l), foot, fb);
+    if (!(p = ring_reserve(t, size))) return;
+  } else if (!(p = rec = malloc(size))) {
+    return;
+  }
+  memcpy(p, &l, sizeof(l));
+  if (fb) memcpy(p + sizeof(l), foot, fb);
+  /* Unknown (0) unless the caller knows, and the padding zero as readers expect. */
+  memset(p + sizeof(l) + fb, 0, kb);
+  if (kinds && nfoot) memcpy(p + sizeof(l) + fb, kinds, nfoot);
+  if (!rec) {
     ring_commit(t, size);
     return;
   }
-  uint8_t *rec = malloc(size);
-  if (!rec) return;
-  memcpy(rec, &l, sizeof(l));
-  memcpy(rec + sizeof(l), foot, fb);
   ring_heap_marker_t *m = ring_reserve(t, sizeof(*m));
   if (!m) {
     free(rec);

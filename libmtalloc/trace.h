@@ -29,9 +29,12 @@ uint64_t _mt_trace_now(void);
 
 void _mt_trace_alloc(uint64_t region, uint64_t bytes, uint32_t stream, bool small);
 void _mt_trace_free(uint64_t region, uint32_t stream, bool async);
-/* name: the function's name, recorded once per func id (NULL: unknown). */
+/* name: the function's name, recorded once per func id (NULL: unknown).
+ * kinds: nfoot MT_ACC_* values, or NULL when nothing is known (all
+ * MT_ACC_UNKNOWN). */
 void _mt_trace_launch(uint64_t launch_id, uint64_t func, const char *name, uint32_t stream,
-                      const mt_trace_span_t *foot, uint32_t nfoot, uint64_t dur_ns, bool graph);
+                      const mt_trace_span_t *foot, const uint8_t *kinds, uint32_t nfoot, uint64_t dur_ns,
+                      bool graph);
 void _mt_trace_copy(uint32_t dir, bool pager, uint32_t stream, uint64_t bytes, uint64_t t0, uint64_t t1);
 /* type: MT_TR_FETCH or MT_TR_EVICT */
 void _mt_trace_move(uint8_t type, uint64_t region, uint32_t chunk, uint8_t from, uint8_t to, bool dirty,

@@ -1,7 +1,9 @@
 /*
  * trace_format.h - the on-disk layout of an mtalloc trace (MT_TRACE=path),
- * version 1. docs/trace-format.md describes every field; this header is the
- * definition both the recorder (trace.c) and every reader use.
+ * version 2. docs/trace-format.md describes every field; this header is the
+ * definition both the recorder (trace.c) and every reader use. Readers also
+ * read version 1, which differs only in LAUNCH records: no access kinds
+ * after the spans (every span counts as MT_ACC_UNKNOWN).
  *
  * A trace is a header followed by records. All integers are little-endian;
  * every record starts with mt_trace_rec_t and its total size is a multiple
@@ -18,10 +20,12 @@
 #ifndef MT_TRACE_FORMAT_H
 #define MT_TRACE_FORMAT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define MT_TRACE_MAGIC "MTTRACE\0"  /* 8 bytes */
-#define MT_TRACE_VERSION 1
+#define MT_TRACE_VERSION 2       /* what writers write */
+#define MT_TRACE_VERSION_MIN 1   /* the oldest version readers read */
 
 enum mt_trace_clock {
   MT_TRACE_CLOCK_MONOTONIC = 1,   /* recorded: CLOCK_MONOTONIC ns */
@@ -90,15 +94,33 @@ typedef struct mt_trace_free {
 } mt_trace_free_t;
 
 /* MT_TR_LAUNCH: a kernel (or graph) launch and its footprint, followed by
- * nfoot mt_trace_span_t. flags: MT_TRF_GRAPH. dur_ns: the kernel's run time
- * when known (synthetic and imported traces; 0 when recorded, where the
- * replay uses the time to the next launch on the same stream). */
+ * nfoot mt_trace_span_t, then (version 2) nfoot access kinds of one byte
+ * each, zero padded to a multiple of 8. flags: MT_TRF_GRAPH. dur_ns: the
+ * kernel's run time when known (synthetic and imported traces; 0 when
+ * recorded, where the replay uses the time to the next launch on the same
+ * stream).
+ *
+ * The kinds are a separate array rather than a span field so that a span
+ * stays 24 bytes in both versions: every reader walks the spans the same
+ * way, and only those that care about kinds look past them
+ * (mt_trace_launch_kinds). */
 #define MT_TRF_GRAPH 0x1
 typedef struct mt_trace_span {
   uint64_t region;
   uint64_t offset;          /* bytes into the region */
   uint64_t bytes;
 } mt_trace_span_t;
+
+/* What the kernel does with a span. Bit 0 reads, bit 1 writes; 0 means
+ * nobody said, which a consumer must treat as read-write (a recorded launch
+ * without an application hint, every span of a version 1 trace). */
+enum mt_trace_access {
+  MT_ACC_UNKNOWN = 0,
+  MT_ACC_READ = 1,          /* only read: the span's data is unchanged */
+  MT_ACC_WRITE = 2,         /* only written (its old contents are not read) */
+  MT_ACC_RW = 3,            /* read and written */
+  MT_ACC__COUNT
+};
 
 typedef struct mt_trace_launch {
   mt_trace_rec_t h;
@@ -107,8 +129,27 @@ typedef struct mt_trace_launch {
   uint64_t dur_ns;
   uint32_t stream;
   uint32_t nfoot;           /* spans that follow */
-  /* mt_trace_span_t foot[nfoot]; */
+  /* mt_trace_span_t foot[nfoot];
+   * uint8_t kind[nfoot], zero padded to 8 (version 2) */
 } mt_trace_launch_t;
+
+/* Bytes of a LAUNCH record with nfoot spans, in version 2 / version 1. */
+#define MT_TRACE_KINDS_BYTES(nfoot) (((uint64_t)(nfoot) + 7) & ~(uint64_t)7)
+#define MT_TRACE_LAUNCH_BYTES(nfoot) \
+  (sizeof(mt_trace_launch_t) + (uint64_t)(nfoot) * sizeof(mt_trace_span_t) + MT_TRACE_KINDS_BYTES(nfoot))
+#define MT_TRACE_LAUNCH_BYTES_V1(nfoot) (sizeof(mt_trace_launch_t) + (uint64_t)(nfoot) * sizeof(mt_trace_span_t))
+
+/* The spans of a checked LAUNCH record. */
+static inline const mt_trace_span_t *mt_trace_launch_spans(const mt_trace_launch_t *l) {
+  return (const mt_trace_span_t *)(const void *)(l + 1);
+}
+/* Its access kinds (MT_ACC_*), one per span, or NULL when the record has
+ * none (version 1): every span is then MT_ACC_UNKNOWN. The reader has
+ * checked that the size is one of the two layouts and every kind valid. */
+static inline const uint8_t *mt_trace_launch_kinds(const mt_trace_launch_t *l) {
+  if (l->nfoot == 0 || l->h.size < MT_TRACE_LAUNCH_BYTES(l->nfoot)) return NULL;
+  return (const uint8_t *)(mt_trace_launch_spans(l) + l->nfoot);
+}
 
 /* MT_TR_COPY: a copy span. dir: enum below. flags: MT_TRF_PAGER (the pager's
  * own, for a fetch or eviction) else the application's. t_ns is the start,
@@ -174,6 +215,6 @@ typedef struct mt_trace_name {
 
 #define MT_TRACE_NAME_MAX 4096
 #define MT_TRACE_FOOT_MAX 65536       /* spans per launch a reader accepts */
-#define MT_TRACE_REC_MAX (sizeof(mt_trace_launch_t) + MT_TRACE_FOOT_MAX * sizeof(mt_trace_span_t))
+#define MT_TRACE_REC_MAX MT_TRACE_LAUNCH_BYTES(MT_TRACE_FOOT_MAX)
 
 #endif

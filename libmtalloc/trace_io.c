@@ -6,7 +6,10 @@
  * (pread, never the whole file: recorded traces run to gigabytes) and checks
  * every record before handing it out: size against 16, 8-byte alignment, the
  * type's fixed part, MT_TRACE_REC_MAX and the bytes left; the variable parts
- * (LAUNCH spans, NAME text) against their counts and limits. The buffer
+ * (LAUNCH spans and access kinds, NAME text) against their counts and
+ * limits. It reads versions MT_TRACE_VERSION_MIN to MT_TRACE_VERSION, each
+ * by its own layout (a version 1 LAUNCH has no kinds); the writer writes
+ * MT_TRACE_VERSION only. The buffer
  * holds MT_TRACE_REC_MAX bytes (the file's size if that is less, grown if
  * the file grows), so any valid record fits in it whole and the reader
  * never allocates more than that, whatever the file says. The
@@ -90,9 +93,9 @@ static uint32_t load32(const uint8_t *p) {
 }
 
 /* Checks the record at p with avail bytes readable there (the rest of the
- * file). Reads only bytes it has shown to be inside avail, through memcpy,
- * so p need not be aligned. */
-int mt_trace_check_record(const void *rec, size_t avail, char *err, size_t errlen) {
+ * file), as a record of a trace of the given version. Reads only bytes it
+ * has shown to be inside avail, through memcpy, so p need not be aligned. */
+int mt_trace_check_record_version(const void *rec, size_t avail, uint32_t version, char *err, size_t errlen) {
   const uint8_t *p = rec;
   if (avail < 8)
     return fail(err, errlen, "truncated record (%zu bytes of at least %zu)", avail, sizeof(mt_trace_rec_t));
@@ -114,10 +117,18 @@ int mt_trace_check_record(const void *rec, size_t avail, char *err, size_t errle
     uint32_t nfoot = load32(p + offsetof(mt_trace_launch_t, nfoot));
     if (nfoot > MT_TRACE_FOOT_MAX)
       return fail(err, errlen, "LAUNCH with %u spans, more than the limit of %u", nfoot, MT_TRACE_FOOT_MAX);
-    uint64_t want = sizeof(mt_trace_launch_t) + (uint64_t)nfoot * sizeof(mt_trace_span_t);
+    bool kinds = version >= 2;
+    uint64_t want = kinds ? MT_TRACE_LAUNCH_BYTES(nfoot) : MT_TRACE_LAUNCH_BYTES_V1(nfoot);
     if (size != want)
-      return fail(err, errlen, "LAUNCH record size %u does not match its %u spans (%llu bytes)", size, nfoot,
-                  (unsigned long long)want);
+      return fail(err, errlen, "LAUNCH record size %u does not match its %u spans%s (%llu bytes)", size, nfoot,
+                  kinds ? " and their access kinds" : "", (unsigned long long)want);
+    /* A kind outside the enum is corruption, not a future kind: new kinds
+     * would come with a new version. */
+    const uint8_t *kind = p + MT_TRACE_LAUNCH_BYTES_V1(nfoot);
+    for (uint32_t i = 0; kinds && i < nfoot; i++)
+      if (kind[i] >= MT_ACC__COUNT)
+        return fail(err, errlen, "LAUNCH span %u has access kind %u (byte %llu of the record; known: 0-%d)", i,
+                    kind[i], (unsigned long long)(MT_TRACE_LAUNCH_BYTES_V1(nfoot) + i), MT_ACC__COUNT - 1);
   } else if (type == MT_TR_NAME) {
     uint32_t len = load32(p + offsetof(mt_trace_name_t, len));
     if (len > MT_TRACE_NAME_MAX)
@@ -126,6 +137,10 @@ int mt_trace_check_record(const void *rec, size_t avail, char *err, size_t errle
       return fail(err, errlen, "NAME of %u bytes does not fit its record of %u bytes", len, size);
   }
   return 0;
+}
+
+int mt_trace_check_record(const void *rec, size_t avail, char *err, size_t errlen) {
+  return mt_trace_check_record_version(rec, avail, MT_TRACE_VERSION, err, errlen);
 }
 
 /* ---- reader ------------------------------------------------------------------ */
@@ -245,8 +260,9 @@ int mt_trace_open(const char *path, mt_trace_reader_t **out, char *err, size_t e
   } else if ((size_t)n < offsetof(mt_trace_header_t, header_bytes)) {
     snprintf(what, sizeof(what), "truncated header (%zd bytes of %zu)", n, sizeof(*h));
     rc = rd_fail(r, -EINVAL, (uint64_t)n, what);
-  } else if (h->version != MT_TRACE_VERSION) {
-    snprintf(what, sizeof(what), "version %u, this reader reads %d", h->version, MT_TRACE_VERSION);
+  } else if (h->version < MT_TRACE_VERSION_MIN || h->version > MT_TRACE_VERSION) {
+    snprintf(what, sizeof(what), "version %u, this reader reads %d to %d", h->version, MT_TRACE_VERSION_MIN,
+             MT_TRACE_VERSION);
     rc = rd_fail(r, -EINVAL, offsetof(mt_trace_header_t, version), what);
   } else if ((size_t)n < sizeof(*h)) {
     snprintf(what, sizeof(what), "truncated header (%zd bytes of %zu)", n, sizeof(*h));
@@ -328,7 +344,7 @@ int mt_trace_next(mt_trace_reader_t *r, const mt_trace_rec_t **rec) {
   }
   const uint8_t *p = r->buf + (off - r->buf_off);
   char what[256];
-  int rc = mt_trace_check_record(p, (size_t)avail, what, sizeof(what));
+  int rc = mt_trace_check_record_version(p, (size_t)avail, r->hdr.version, what, sizeof(what));
   if (rc) return rd_fail(r, rc, off, what);
   r->next_off = off + size;
   *rec = (const mt_trace_rec_t *)(const void *)p;
@@ -467,22 +483,34 @@ int mt_trace_write(mt_trace_writer_t *w, const mt_trace_rec_t *rec) {
   return wr_append(w, rec, rec->size);
 }
 
-int mt_trace_write_launch(mt_trace_writer_t *w, const mt_trace_launch_t *l, const mt_trace_span_t *foot) {
+int mt_trace_write_launch(mt_trace_writer_t *w, const mt_trace_launch_t *l, const mt_trace_span_t *foot,
+                          const uint8_t *kinds) {
   if (l->nfoot > MT_TRACE_FOOT_MAX || (l->nfoot && !foot)) return -EINVAL;
-  size_t fb = (size_t)l->nfoot * sizeof(*foot);
+  for (uint32_t i = 0; kinds && i < l->nfoot; i++)
+    if (kinds[i] >= MT_ACC__COUNT) return -EINVAL;
+  size_t fb = (size_t)l->nfoot * sizeof(*foot), kb = (size_t)MT_TRACE_KINDS_BYTES(l->nfoot);
   mt_trace_launch_t hdr = *l;
   hdr.h.type = MT_TR_LAUNCH;
-  hdr.h.size = (uint32_t)(sizeof(hdr) + fb);
-  if (sizeof(hdr) + fb > WR_BUF_BYTES / 2) {
-    int rc = wr_append(w, &hdr, sizeof(hdr));
-    return rc ? rc : wr_append(w, foot, fb);
+  hdr.h.size = (uint32_t)(sizeof(hdr) + fb + kb);
+  uint8_t kstack[64];
+  uint8_t *kbuf = kb <= sizeof(kstack) ? kstack : calloc(1, kb);
+  if (!kbuf) return -ENOMEM;
+  memset(kbuf, 0, kb); /* MT_ACC_UNKNOWN, and the zero padding */
+  if (kinds && l->nfoot) memcpy(kbuf, kinds, l->nfoot);
+  int rc;
+  if (sizeof(hdr) + fb + kb > WR_BUF_BYTES / 2) {
+    rc = wr_append(w, &hdr, sizeof(hdr));
+    if (!rc) rc = wr_append(w, foot, fb);
+    if (!rc) rc = wr_append(w, kbuf, kb);
+  } else if (!(rc = wr_room(w, sizeof(hdr) + fb + kb))) {
+    uint8_t *p = w->buf + w->len;
+    memcpy(p, &hdr, sizeof(hdr));
+    if (fb) memcpy(p + sizeof(hdr), foot, fb);
+    if (kb) memcpy(p + sizeof(hdr) + fb, kbuf, kb);
+    w->len += sizeof(hdr) + fb + kb;
   }
-  int rc = wr_room(w, sizeof(hdr) + fb);
-  if (rc) return rc;
-  memcpy(w->buf + w->len, &hdr, sizeof(hdr));
-  if (fb) memcpy(w->buf + w->len + sizeof(hdr), foot, fb);
-  w->len += sizeof(hdr) + fb;
-  return 0;
+  if (kbuf != kstack) free(kbuf);
+  return rc;
 }
 
 int mt_trace_write_name(mt_trace_writer_t *w, uint64_t t_ns, uint64_t id, const char *name) {

@@ -37,9 +37,12 @@ const char *mt_trace_error(const mt_trace_reader_t *r);
 int mt_trace_rewind(mt_trace_reader_t *r);
 void mt_trace_close(mt_trace_reader_t *r);
 
-/* The same checks on a record in memory (for the fuzz target and tests):
- * 0 or -EINVAL with a message in err. */
+/* The same checks on a record in memory (for the fuzz target and tests),
+ * as the current version's: 0 or -EINVAL with a message in err. */
 int mt_trace_check_record(const void *rec, size_t avail, char *err, size_t errlen);
+/* The same, for a record of a trace of the given version (a version 1
+ * LAUNCH has no access kinds). */
+int mt_trace_check_record_version(const void *rec, size_t avail, uint32_t version, char *err, size_t errlen);
 
 typedef struct mt_trace_writer mt_trace_writer_t;
 
@@ -50,8 +53,11 @@ int mt_trace_writer_open(const char *path, const mt_trace_header_t *h, const cha
 /* Appends one record; rec->size must be its full size (a multiple of 8).
  * Buffered. Returns 0 or -errno. */
 int mt_trace_write(mt_trace_writer_t *w, const mt_trace_rec_t *rec);
-/* Helpers that build and append the variable-size records. */
-int mt_trace_write_launch(mt_trace_writer_t *w, const mt_trace_launch_t *l, const mt_trace_span_t *foot);
+/* Helpers that build and append the variable-size records. A launch's
+ * size is computed here; kinds holds l->nfoot MT_ACC_* values, or is NULL
+ * (every span MT_ACC_UNKNOWN); -EINVAL for a kind outside the enum. */
+int mt_trace_write_launch(mt_trace_writer_t *w, const mt_trace_launch_t *l, const mt_trace_span_t *foot,
+                          const uint8_t *kinds);
 int mt_trace_write_name(mt_trace_writer_t *w, uint64_t t_ns, uint64_t id, const char *name);
 /* Writes the buffered records to the file (the recorder calls it at least
  * once a second, so a crash loses little). Returns 0 or -errno. */

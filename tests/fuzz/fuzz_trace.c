@@ -45,10 +45,13 @@ static uint64_t walk(mt_trace_reader_t *r, uint64_t *count) {
     CHECK(off + rec->size <= mt_trace_size(r));
     CHECK(((uintptr_t)rec & 7) == 0);
     char err[256];
-    CHECK(mt_trace_check_record(rec, rec->size, err, sizeof(err)) == 0);
+    uint32_t version = mt_trace_header(r)->version;
+    CHECK(mt_trace_check_record_version(rec, rec->size, version, err, sizeof(err)) == 0);
     if (rec->type == MT_TR_LAUNCH) {
       const mt_trace_launch_t *l = (const void *)rec;
-      CHECK(rec->size == sizeof(*l) + (uint64_t)l->nfoot * sizeof(mt_trace_span_t));
+      CHECK(rec->size == (version >= 2 ? MT_TRACE_LAUNCH_BYTES(l->nfoot) : MT_TRACE_LAUNCH_BYTES_V1(l->nfoot)));
+      const uint8_t *k = mt_trace_launch_kinds(l);
+      for (uint32_t i = 0; k && i < l->nfoot; i++) CHECK(k[i] < MT_ACC__COUNT);
     }
     sum += touch(rec);
     last = off + rec->size;

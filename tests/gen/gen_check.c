@@ -154,6 +154,7 @@ typedef struct walk {
   uint64_t nids[2], capids[2];
   uint64_t persistent_bytes, persistent_regions; /* never freed */
   uint64_t freed_regions, total_launches, max_live;
+  uint64_t kind_spans[MT_ACC__COUNT]; /* spans by access kind */
   bool named[4096];
 } walk_t;
 
@@ -235,6 +236,15 @@ static void walk(const char *path, const char *source, walk_t *w) {
         for (uint32_t j = 0; j < i; j++)
           CHECK(sp[j].region != sp[i].region, "byte %" PRIu64 ": region %" PRIu64 " twice in one footprint",
                 off, sp[i].region);
+      }
+      /* Generators know what each kernel does with each tensor: no span
+       * may be left unknown. */
+      const uint8_t *kind = mt_trace_launch_kinds(l);
+      CHECK(l->nfoot == 0 || kind, "byte %" PRIu64 ": launch without access kinds", off);
+      for (uint32_t i = 0; i < l->nfoot; i++) {
+        CHECK(kind[i] != MT_ACC_UNKNOWN, "byte %" PRIu64 ": span %u (region %" PRIu64 ") has no access kind", off,
+              i, sp[i].region);
+        w->kind_spans[kind[i]]++;
       }
       if (iter < MAX_ITERS) {
         w->launches[iter]++;
@@ -330,8 +340,11 @@ static int mode_g10(const char *dir, const char *model) {
   double ideal = (double)row->ideal_cycles / 1.2;
   CHECK(fabs((double)w.dur[0] - ideal) <= 1.0 && fabs((double)(w.dur[0] + w.dur[1]) - 2 * ideal) <= 1.0,
         "%s: iteration time %" PRIu64 " + %" PRIu64 " ns, README ideal %.1f ns", model, w.dur[0], w.dur[1], ideal);
-  printf("%s: %" PRIu64 " kernels, %" PRIu64 " tensors, %" PRIu64 " + %" PRIu64 " bytes, %.3f s: as the README\n",
-         model, w.launches[0], tensors, w.persistent_bytes, w.alloc_bytes[1], (double)w.dur[0] / 1e9);
+  CHECK(w.kind_spans[MT_ACC_READ] > 0 && w.kind_spans[MT_ACC_WRITE] > 0, "%s: no read or no written span", model);
+  printf("%s: %" PRIu64 " kernels, %" PRIu64 " tensors, %" PRIu64 " + %" PRIu64 " bytes, %.3f s: as the README; "
+         "spans read %" PRIu64 ", written %" PRIu64 ", read-written %" PRIu64 "\n",
+         model, w.launches[0], tensors, w.persistent_bytes, w.alloc_bytes[1], (double)w.dur[0] / 1e9,
+         w.kind_spans[MT_ACC_READ], w.kind_spans[MT_ACC_WRITE], w.kind_spans[MT_ACC_RW]);
   return 0;
 }
 
@@ -418,6 +431,13 @@ static int mode_g10_mini(void) {
       const mt_trace_launch_t *l = (const void *)rec;
       CHECK(l->func == x[1] && l->dur_ns == x[3] && l->nfoot == x[4],
             "record %zu: LAUNCH func %" PRIu64 " dur %" PRIu64 " nfoot %u", i, l->func, l->dur_ns, l->nfoot);
+      /* inputs read, outputs written, t3 (input and output of kernel 2) read-write */
+      static const char *const kinds[] = {"", "w", "rrww", "mr"};
+      const uint8_t *k = mt_trace_launch_kinds(l);
+      for (uint32_t j = 0; j < l->nfoot; j++) {
+        char c = "?rwm"[k[j]];
+        CHECK(c == kinds[x[1]][j], "record %zu: LAUNCH span %u kind '%c', want '%c'", i, j, c, kinds[x[1]][j]);
+      }
     } else if (rec->type == MT_TR_NAME) {
       const mt_trace_name_t *n = (const void *)rec;
       static const char *const names[] = {"", "LoadData_A0", "Conv2d_Forward", "Add_MultiGredient"};
@@ -519,6 +539,17 @@ static int mode_synth_tiny(const char *conf) {
         3 * 2 * per_mb_tensors);
   CHECK(w.nr == w.persistent_regions + w.freed_regions, "allocs and frees do not match");
   CHECK(w.alloc_bytes[1] == w.alloc_bytes[2] && w.alloc_bytes[2] == w.alloc_bytes[3], "iterations differ in bytes");
+  /* Access kinds: every transient tensor but the tokens and labels is
+   * written once, by the kernel that makes it; with grad_accum 2 each
+   * gradient listing is read-write (12 per layer in the backward pass, 5 at
+   * the ends: head, final norm, embeddings), and so are Adam's weight, m
+   * and v of every parameter tensor (fp32: no master). */
+  const uint64_t writes = 3 * 2 * (per_mb_tensors - 2), rws = 3 * (2 * (12 * L + 5) + 3 * ptensors);
+  CHECK(w.kind_spans[MT_ACC_WRITE] == writes, "%" PRIu64 " spans written, expected %" PRIu64,
+        w.kind_spans[MT_ACC_WRITE], writes);
+  CHECK(w.kind_spans[MT_ACC_RW] == rws, "%" PRIu64 " spans read-written, expected %" PRIu64, w.kind_spans[MT_ACC_RW],
+        rws);
+  CHECK(w.kind_spans[MT_ACC_READ] > w.kind_spans[MT_ACC_WRITE], "%" PRIu64 " spans read", w.kind_spans[MT_ACC_READ]);
   printf("tiny: %" PRIu64 " parameters, %" PRIu64 " launches per iteration, %" PRIu64 " persistent bytes\n", params,
          per_iter, w.persistent_bytes);
   return 0;

@@ -46,7 +46,7 @@ static void launch(uint64_t t, uint64_t func, uint32_t stream, uint64_t dur, con
                    uint32_t n) {
   mt_trace_launch_t l = {.h = {.type = MT_TR_LAUNCH, .size = (uint32_t)(sizeof l + n * sizeof *foot), .t_ns = t},
                          .launch_id = func * 1000 + t, .func = func, .dur_ns = dur, .stream = stream, .nfoot = n};
-  if (mt_trace_write_launch(w, &l, foot) < 0) failed = 1;
+  if (mt_trace_write_launch(w, &l, foot, NULL) < 0) failed = 1;
 }
 
 static void copy(uint64_t t, uint64_t end, uint32_t dir, int pager, uint32_t stream, uint64_t bytes) {

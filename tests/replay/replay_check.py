@@ -69,6 +69,50 @@ check(n["bytes_h2d"] == s["bytes_h2d"] and n["sim_s"] <= s["sim_s"],
 one = run("replay", trace, "--gpu-mem", "64M", "--host-mem", "1G", "--iterations", "1", "--json")
 check(one.returncode == 0 and json.loads(one.stdout)["iterations"] == 1, "--iterations 1 stops after one")
 
+# --writes aware: the synth trace marks weights and saved activations read
+# where they are only read, so chunks fetched for reading stay clean and
+# are evicted without a copy; the same chunks are fetched, fewer copied back.
+aware = run("replay", trace, "--gpu-mem", "64M", "--host-mem", "1G", "--pcie-bw", "1G", "--writes", "aware", "--json")
+check(aware.returncode == 0, "replay with --writes aware: " + aware.stderr.strip())
+a = json.loads(aware.stdout)
+check(s["writes"] == "all" and a["writes"] == "aware", "JSON says which writes were assumed")
+check(s["evictions_clean"] == 0, "--writes all (default): no clean eviction (%d)" % s["evictions_clean"])
+check(a["evictions_clean"] > 0, "--writes aware: clean evictions (%d)" % a["evictions_clean"])
+check(a["bytes_d2h"] < s["bytes_d2h"], "--writes aware copies fewer bytes back (%d < %d)" % (a["bytes_d2h"], s["bytes_d2h"]))
+check(a["bytes_d2h"] == a["evictions_dirty"] * 2 * 1024 * 1024, "aware: only dirty evictions copy")
+check(a["sim_s"] <= s["sim_s"], "aware is no slower (%g <= %g)" % (a["sim_s"], s["sim_s"]))
+check(a["belady_fetches"] == s["belady_fetches"] and a["belady_writebacks"] < s["belady_writebacks"],
+      "aware: the Belady bound writes back only dirty chunks (%d < %d write-backs, same fetches)"
+      % (a["belady_writebacks"], s["belady_writebacks"]))
+
+# The same trace in the version 1 layout (no access kinds after a launch's
+# spans) still replays, every span unknown, so aware assumes writes too.
+with open(trace, "rb") as f:
+    v2 = f.read()
+hb = int.from_bytes(v2[12:16], "little")
+v1 = bytearray(v2[:hb])
+v1[8:12] = (1).to_bytes(4, "little")
+off = hb
+while off < len(v2):
+    size = int.from_bytes(v2[off + 4:off + 8], "little")
+    rec = bytearray(v2[off:off + size])
+    if rec[0] == 3:  # LAUNCH: drop the kinds
+        nfoot = int.from_bytes(rec[44:48], "little")
+        rec = rec[:48 + 24 * nfoot]
+        rec[4:8] = len(rec).to_bytes(4, "little")
+    v1 += rec
+    off += size
+old_trace = os.path.join(work, "replay_v1.trace")
+with open(old_trace, "wb") as f:
+    f.write(v1)
+for mode in ["all", "aware"]:
+    r = run("replay", old_trace, "--gpu-mem", "64M", "--host-mem", "1G", "--pcie-bw", "1G", "--writes", mode, "--json")
+    check(r.returncode == 0, "version 1 trace replays (--writes %s): %s" % (mode, r.stderr.strip()))
+    if r.returncode == 0:
+        o = json.loads(r.stdout)
+        check(o["bytes_d2h"] == s["bytes_d2h"] and o["evictions_clean"] == 0 and o["sim_s"] == s["sim_s"],
+              "version 1, --writes %s: as all-dirty (%d bytes back)" % (mode, o["bytes_d2h"]))
+
 # A launch larger than --gpu-mem runs host-mapped, as mtalloc runs it with
 # host mappings: the rest of its footprint crosses the link during the
 # kernel, so it replays, slower, with those bytes reported.
@@ -117,7 +161,8 @@ for args, what in [((trace, "--gpu-mem", "12Q"), "bad size"), ((trace, "--nvme-m
                    ((trace, "--nvme-read-bw", "x"), "bad --nvme-read-bw"), ((trace, "--policy", "fifo"), "unknown policy"),
                    ((trace, "--pcie-bw", "-3"), "bad bandwidth"), (("/nonexistent",), "missing file"),
                    ((trace, "--gpu-mem", "1G", "--bogus"), "unknown option"),
-                   ((trace, "--unmap-sync", "maybe"), "bad --unmap-sync")]:
+                   ((trace, "--unmap-sync", "maybe"), "bad --unmap-sync"),
+                   ((trace, "--writes", "some"), "bad --writes")]:
     r = run("replay", *args)
     check(r.returncode == 2 and r.stderr.strip() != "", what + ": exit 2 with a message")
 

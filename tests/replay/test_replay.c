@@ -58,7 +58,7 @@ static const uint64_t CH = 2u << 20;
 
 static belady_result_t run(uint64_t capacity, const uint64_t *const *launches, const uint32_t *n, int count) {
   belady_t *b = belady_new(capacity, CH);
-  for (int i = 0; i < count; i++) cr_assert_eq(belady_launch(b, launches[i], n[i]), 0);
+  for (int i = 0; i < count; i++) cr_assert_eq(belady_launch(b, launches[i], NULL, n[i]), 0);
   belady_result_t r;
   cr_assert_eq(belady_finish(b, &r), 0);
   belady_free(b);
@@ -99,6 +99,37 @@ Test(belady, chunks_of_the_current_launch_stay) {
   cr_assert_eq(r.fetches, 1);
 }
 
+Test(belady, chunks_only_read_since_their_fetch_are_dropped_free) {
+  /* cap 1: A B A B A, A only read after its first touch. A's first
+   * eviction writes it back (first touch: no host copy); fetched again and
+   * only read, it is clean: later evictions of A cost nothing, while B,
+   * written every time, is written back at each eviction but its last. */
+  belady_t *b = belady_new(1, CH);
+  uint64_t a[] = {K(A, 0)}, bb[] = {K(B, 0)};
+  const bool rd[] = {false}, wr[] = {true};
+  cr_assert_eq(belady_launch(b, a, wr, 1), 0);
+  for (int i = 0; i < 2; i++) {
+    cr_assert_eq(belady_launch(b, bb, wr, 1), 0);
+    cr_assert_eq(belady_launch(b, a, rd, 1), 0);
+  }
+  belady_result_t r;
+  cr_assert_eq(belady_finish(b, &r), 0);
+  cr_assert_eq(r.fetches, 3);    /* A twice, B once */
+  cr_assert_eq(r.writebacks, 2); /* A once (first touch), B once (used again) */
+  belady_free(b);
+  /* The same sequence with every access a write: each live eviction copies. */
+  b = belady_new(1, CH);
+  cr_assert_eq(belady_launch(b, a, NULL, 1), 0);
+  for (int i = 0; i < 2; i++) {
+    cr_assert_eq(belady_launch(b, bb, NULL, 1), 0);
+    cr_assert_eq(belady_launch(b, a, NULL, 1), 0);
+  }
+  cr_assert_eq(belady_finish(b, &r), 0);
+  cr_assert_eq(r.fetches, 3);
+  cr_assert_eq(r.writebacks, 3);
+  belady_free(b);
+}
+
 Test(belady, launch_larger_than_memory_is_infeasible) {
   uint64_t l1[] = {K(A, 0), K(A, 1), K(A, 2)};
   const uint64_t *seq[] = {l1};
@@ -111,10 +142,10 @@ Test(belady, freed_regions_leave_without_cost) {
   /* cap 1: [A] free(A) [B] [B]: nothing moves. */
   belady_t *b = belady_new(1, CH);
   uint64_t a[] = {K(A, 0)}, bb[] = {K(B, 0)};
-  cr_assert_eq(belady_launch(b, a, 1), 0);
+  cr_assert_eq(belady_launch(b, a, NULL, 1), 0);
   cr_assert_eq(belady_free_region(b, A, 1), 0);
-  cr_assert_eq(belady_launch(b, bb, 1), 0);
-  cr_assert_eq(belady_launch(b, bb, 1), 0);
+  cr_assert_eq(belady_launch(b, bb, NULL, 1), 0);
+  cr_assert_eq(belady_launch(b, bb, NULL, 1), 0);
   belady_result_t r;
   cr_assert_eq(belady_finish(b, &r), 0);
   cr_assert_eq(r.fetches + r.writebacks, 0);

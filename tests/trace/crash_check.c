@@ -35,9 +35,9 @@ int main(void) {
     if (_mt_trace_start(path, &h, NULL) < 0) _exit(3);
     mt_trace_span_t span = {1, 0, 4096};
     _mt_trace_alloc(1, 4096, 0, false);
-    _mt_trace_launch(0xA11CE, 7, "before", 0, &span, 1, 0, false);
+    _mt_trace_launch(0xA11CE, 7, "before", 0, &span, NULL, 1, 0, false);
     usleep(1500 * 1000);
-    _mt_trace_launch(0xB0B, 7, "before", 0, &span, 1, 0, false);
+    _mt_trace_launch(0xB0B, 7, "before", 0, &span, NULL, 1, 0, false);
     raise(SIGKILL);
     _exit(4);
   }

@@ -40,7 +40,7 @@ static void *rc_worker(void *p) {
         uint32_t f = (k / 4) % RC_FUNCS;
         char name[32];
         snprintf(name, sizeof(name), "kernel_%u", f);
-        _mt_trace_launch(1000 + (k / 4) % RC_CYCLE, f, name, i, foot, 1 + (k / 4) % 3, 0, false);
+        _mt_trace_launch(1000 + (k / 4) % RC_CYCLE, f, name, i, foot, NULL, 1 + (k / 4) % 3, 0, false);
         break;
       }
       case 2: _mt_trace_copy(MT_TR_H2D, k & 2, i, tag, 10, 20); break;

@@ -131,14 +131,15 @@ Test(trace_io, round_trip_every_type) {
   const mt_trace_rec_t *fixed[] = {&alloc.h, &fr.h, &copy.h, &fetch.h, &evict.h, &stall.h, &opt.h, &iter.h};
   for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) cr_assert_eq(mt_trace_write(w, fixed[i]), 0);
   cr_assert_eq(mt_trace_write_name(w, 1010, 77, "void gemm<float>(int)"), 0);
-  cr_assert_eq(mt_trace_write_launch(w, &launch, foot), 0);
-  cr_assert_eq(mt_trace_write_launch(w, &launch0, NULL), 0);
+  const uint8_t kinds[3] = {MT_ACC_READ, MT_ACC_WRITE, MT_ACC_RW};
+  cr_assert_eq(mt_trace_write_launch(w, &launch, foot, kinds), 0);
+  cr_assert_eq(mt_trace_write_launch(w, &launch0, NULL, NULL), 0);
   cr_assert_eq(mt_trace_write_name(w, 1011, 78, ""), 0);
   /* The largest launch a reader accepts: bigger than both buffers' halves. */
   mt_trace_span_t *big = calloc(MT_TRACE_FOOT_MAX, sizeof(*big));
   for (uint32_t i = 0; i < MT_TRACE_FOOT_MAX; i++) big[i] = (mt_trace_span_t){i + 1, i * 8, i * 3};
   mt_trace_launch_t launchbig = {{MT_TR_LAUNCH, 0, 2, 0, 1012}, 5, 79, 0, 1, MT_TRACE_FOOT_MAX};
-  cr_assert_eq(mt_trace_write_launch(w, &launchbig, big), 0);
+  cr_assert_eq(mt_trace_write_launch(w, &launchbig, big, NULL), 0);
   cr_assert_eq(mt_trace_write(w, &alloc.h), 0);
   cr_assert_eq(mt_trace_writer_close(w), 0);
 
@@ -179,7 +180,7 @@ Test(trace_io, round_trip_every_type) {
 
     cr_assert_eq(mt_trace_next(r, &rec), 1);
     const mt_trace_launch_t *l = (const void *)rec;
-    cr_assert_eq(rec->size, sizeof(launch) + sizeof(foot));
+    cr_assert_eq(rec->size, sizeof(launch) + sizeof(foot) + 8); /* 3 kinds, padded to 8 */
     cr_assert_eq(rec->type, MT_TR_LAUNCH);
     cr_assert_eq(rec->flags, MT_TRF_GRAPH);
     cr_assert_eq(rec->thread, 2);
@@ -190,11 +191,16 @@ Test(trace_io, round_trip_every_type) {
     cr_assert_eq(l->stream, 3);
     cr_assert_eq(l->nfoot, 3);
     cr_assert(memcmp(l + 1, foot, sizeof(foot)) == 0);
+    const uint8_t *k = mt_trace_launch_kinds(l);
+    cr_assert_not_null(k);
+    cr_assert(memcmp(k, kinds, 3) == 0, "kinds %u %u %u", k[0], k[1], k[2]);
+    cr_assert(k[3] == 0 && k[4] == 0 && k[5] == 0 && k[6] == 0 && k[7] == 0, "padding is zero");
 
     cr_assert_eq(mt_trace_next(r, &rec), 1);
     l = (const void *)rec;
     cr_assert_eq(rec->size, sizeof(launch0));
     cr_assert_eq(l->nfoot, 0);
+    cr_assert_null(mt_trace_launch_kinds(l));
     cr_assert_eq(l->launch_id, 0x1234);
 
     cr_assert_eq(mt_trace_next(r, &rec), 1);
@@ -208,6 +214,9 @@ Test(trace_io, round_trip_every_type) {
     cr_assert_eq(rec->size, MT_TRACE_REC_MAX);
     cr_assert_eq(l->nfoot, MT_TRACE_FOOT_MAX);
     cr_assert(memcmp(l + 1, big, MT_TRACE_FOOT_MAX * sizeof(*big)) == 0);
+    k = mt_trace_launch_kinds(l); /* written without kinds: every span unknown */
+    cr_assert_not_null(k);
+    for (uint32_t i = 0; i < MT_TRACE_FOOT_MAX; i++) cr_assert_eq(k[i], MT_ACC_UNKNOWN);
 
     cr_assert_eq(mt_trace_next(r, &rec), 1);
     cr_assert(memcmp(rec, &alloc, sizeof(alloc)) == 0);
@@ -259,7 +268,7 @@ Test(trace_io, writer_errors) {
   cr_assert_eq(mt_trace_write(w, &a.h), -EINVAL);
   mt_trace_launch_t l = {{MT_TR_LAUNCH, 0, 0, 0, 0}, 1, 1, 0, 0, MT_TRACE_FOOT_MAX + 1};
   mt_trace_span_t s = {0};
-  cr_assert_eq(mt_trace_write_launch(w, &l, &s), -EINVAL);
+  cr_assert_eq(mt_trace_write_launch(w, &l, &s, NULL), -EINVAL);
   cr_assert_eq(mt_trace_writer_close(w), 0);
 }
 
@@ -300,9 +309,102 @@ Test(trace_io, bad_magic) {
 Test(trace_io, wrong_version) {
   raw_t r;
   raw_init(&r);
-  uint32_t v = 2;
+  uint32_t v = 3;
   memcpy(r.b + 8, &v, 4);
-  expect_bad_open(r.b, r.n, 8, "version 2, this reader reads 1");
+  expect_bad_open(r.b, r.n, 8, "version 3, this reader reads 1 to 2");
+  v = 0;
+  memcpy(r.b + 8, &v, 4);
+  expect_bad_open(r.b, r.n, 8, "version 0, this reader reads 1 to 2");
+}
+
+static void set_version(raw_t *r, uint32_t v) {
+  memcpy(r->b + 8, &v, 4);
+}
+
+/* A version 1 trace as the version 1 writer laid it out (no kinds after
+ * the spans) still reads; its spans have no kinds (all unknown). */
+Test(trace_io, version1_still_reads) {
+  raw_t r;
+  raw_init(&r);
+  set_version(&r, 1);
+  raw_alloc(&r);
+  mt_trace_launch_t *l = raw_add(&r, MT_TR_LAUNCH, 48 + 2 * 24, 48 + 2 * 24);
+  l->nfoot = 2;
+  mt_trace_span_t *sp = (void *)(l + 1);
+  sp[0] = (mt_trace_span_t){1, 0, 4096};
+  sp[1] = (mt_trace_span_t){1, 4096, 0};
+  l = raw_add(&r, MT_TR_LAUNCH, 48, 48); /* no spans: the same in both versions */
+  raw_alloc(&r);
+  write_file(r.b, r.n);
+  char err[512];
+  mt_trace_reader_t *rd;
+  cr_assert_eq(mt_trace_open(path, &rd, err, sizeof(err)), 0, "%s", err);
+  cr_assert_eq(mt_trace_header(rd)->version, 1);
+  const mt_trace_rec_t *rec;
+  cr_assert_eq(mt_trace_next(rd, &rec), 1, "%s", mt_trace_error(rd));
+  cr_assert_eq(mt_trace_next(rd, &rec), 1, "%s", mt_trace_error(rd));
+  const mt_trace_launch_t *rl = (const void *)rec;
+  cr_assert_eq(rl->nfoot, 2);
+  cr_assert_eq(mt_trace_launch_spans(rl)[1].offset, 4096);
+  cr_assert_null(mt_trace_launch_kinds(rl));
+  cr_assert_eq(mt_trace_next(rd, &rec), 1, "%s", mt_trace_error(rd));
+  cr_assert_null(mt_trace_launch_kinds((const void *)rec));
+  cr_assert_eq(mt_trace_next(rd, &rec), 1, "%s", mt_trace_error(rd));
+  cr_assert_eq(mt_trace_next(rd, &rec), 0);
+  mt_trace_close(rd);
+}
+
+/* A version 2 launch laid out as version 1 (kinds missing) is cut short,
+ * and a version 1 launch with kinds after its spans is too long. */
+Test(trace_io, launch_kinds_missing_or_extra) {
+  raw_t r;
+  raw_init(&r);
+  raw_alloc(&r);
+  mt_trace_launch_t *l = raw_add(&r, MT_TR_LAUNCH, 48 + 24, 48 + 24);
+  l->nfoot = 1;
+  expect_bad_record(&r, 1, 200, "LAUNCH record size 72 does not match its 1 spans and their access kinds (80 bytes)");
+  raw_init(&r);
+  set_version(&r, 1);
+  l = raw_add(&r, MT_TR_LAUNCH, 48 + 24 + 8, 48 + 24 + 8);
+  l->nfoot = 1;
+  expect_bad_record(&r, 0, 160, "LAUNCH record size 80 does not match its 1 spans (72 bytes)");
+}
+
+Test(trace_io, launch_kind_out_of_range) {
+  raw_t r;
+  raw_init(&r);
+  raw_alloc(&r);
+  mt_trace_launch_t *l = raw_add(&r, MT_TR_LAUNCH, 48 + 3 * 24 + 8, 48 + 3 * 24 + 8);
+  l->nfoot = 3;
+  uint8_t *k = (uint8_t *)(l + 1) + 3 * 24;
+  k[0] = MT_ACC_READ;
+  k[1] = MT_ACC_RW;
+  k[2] = 4;
+  expect_bad_record(&r, 1, 200, "LAUNCH span 2 has access kind 4 (byte 122 of the record; known: 0-3)");
+  k[2] = 0xff;
+  expect_bad_record(&r, 1, 200, "LAUNCH span 2 has access kind 255");
+}
+
+Test(trace_io, launch_kinds_truncated) {
+  raw_t r;
+  raw_init(&r);
+  raw_alloc(&r);
+  mt_trace_launch_t *l = raw_add(&r, MT_TR_LAUNCH, 48 + 24 + 8, 48 + 24 + 8);
+  l->nfoot = 1;
+  r.n -= 8; /* the file ends where the kinds should be */
+  expect_bad_record(&r, 1, 200, "truncated record (72 bytes of 80)");
+}
+
+Test(trace_io, writer_refuses_bad_kinds) {
+  mt_trace_header_t h;
+  mt_trace_header_init(&h, MT_TRACE_CLOCK_VIRTUAL, "test");
+  mt_trace_writer_t *w;
+  cr_assert_eq(mt_trace_writer_open(path, &h, NULL, &w), 0);
+  mt_trace_launch_t l = {{MT_TR_LAUNCH, 0, 0, 0, 0}, 1, 1, 0, 0, 2};
+  mt_trace_span_t s[2] = {{1, 0, 1}, {2, 0, 1}};
+  const uint8_t bad[2] = {MT_ACC_READ, MT_ACC__COUNT};
+  cr_assert_eq(mt_trace_write_launch(w, &l, s, bad), -EINVAL);
+  cr_assert_eq(mt_trace_writer_close(w), 0);
 }
 
 Test(trace_io, truncated_header) {
@@ -422,11 +524,11 @@ Test(trace_io, launch_nfoot_inconsistent) {
   raw_t r;
   raw_init(&r);
   raw_alloc(&r);
-  mt_trace_launch_t *l = raw_add(&r, MT_TR_LAUNCH, 48 + 24, 48 + 24);
+  mt_trace_launch_t *l = raw_add(&r, MT_TR_LAUNCH, 48 + 24 + 8, 48 + 24 + 8);
   l->nfoot = 2;
-  expect_bad_record(&r, 1, 200, "LAUNCH record size 72 does not match its 2 spans (96 bytes)");
+  expect_bad_record(&r, 1, 200, "LAUNCH record size 80 does not match its 2 spans and their access kinds (104 bytes)");
   raw_init(&r);
-  l = raw_add(&r, MT_TR_LAUNCH, 48 + 48, 48 + 48);
+  l = raw_add(&r, MT_TR_LAUNCH, 48 + 48 + 8, 48 + 48 + 8);
   l->nfoot = 1;
   expect_bad_record(&r, 0, 160, "does not match its 1 spans");
 }
@@ -539,7 +641,7 @@ static size_t read_all(seen_rec_t *out, size_t max) {
 }
 
 static void launch(uint64_t id) {
-  _mt_trace_launch(id, id % 5, NULL, 0, NULL, 0, 0, false);
+  _mt_trace_launch(id, id % 5, NULL, 0, NULL, NULL, 0, 0, false);
 }
 
 Test(recorder, iteration_heuristic_and_mark) {
@@ -602,7 +704,7 @@ Test(recorder, huge_footprints_keep_their_place) {
   for (uint32_t k = 0; k < 40; k++) {
     for (uint32_t i = 0; i < nf; i++) foot[i] = (mt_trace_span_t){k, i, i + k};
     _mt_trace_alloc(k, 1, 0, false);
-    _mt_trace_launch(k, 1, "big", 0, foot, nf, 0, false);
+    _mt_trace_launch(k, 1, "big", 0, foot, NULL, nf, 0, false);
     _mt_trace_free(k, 0, false);
   }
   _mt_trace_stop();
@@ -656,7 +758,8 @@ Test(recorder, every_entry_point) {
   _mt_trace_opt_step(1 << 20, 50, 60);
   _mt_trace_iter(false);
   mt_trace_span_t f = {1, 0, 100};
-  _mt_trace_launch(9, 8, "k", 7, &f, 1, 55, true);
+  const uint8_t fk = MT_ACC_READ; /* what an application's read-mostly advice gives */
+  _mt_trace_launch(9, 8, "k", 7, &f, &fk, 1, 55, true);
   _mt_trace_stop();
   _mt_trace_alloc(2, 1, 0, false); /* after stop: not recorded, no crash */
 
@@ -699,6 +802,7 @@ Test(recorder, every_entry_point) {
   const mt_trace_launch_t *l = (const void *)rec;
   cr_assert(rec->type == MT_TR_LAUNCH && rec->flags == MT_TRF_GRAPH && l->launch_id == 9 && l->func == 8 &&
             l->stream == 7 && l->nfoot == 1 && l->dur_ns == 55);
+  cr_assert(mt_trace_launch_kinds(l) && mt_trace_launch_kinds(l)[0] == MT_ACC_READ);
   cr_assert_eq(mt_trace_next(r, &rec), 0);
   mt_trace_close(r);
 }

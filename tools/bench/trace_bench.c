@@ -53,7 +53,7 @@ static void *run(void *p) {
     if (j->what == LAUNCH) {
       for (unsigned i = 0; i < BATCH; i++, n++) {
         uint64_t id = n % CYCLE;
-        _mt_trace_launch(0x1000 + id, id % FUNCS, names[id % FUNCS], j->seed, foot, NFOOT, 0, false);
+        _mt_trace_launch(0x1000 + id, id % FUNCS, names[id % FUNCS], j->seed, foot, NULL, NFOOT, 0, false);
       }
     } else {
       for (unsigned i = 0; i < BATCH; i++, n++) _mt_trace_copy(MT_TR_H2D, true, j->seed, 2 << 20, n, n + 1);

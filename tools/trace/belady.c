@@ -8,6 +8,13 @@
  * deletion: a heap entry is stale when its chunk has since been used again
  * or evicted. Chunks of the launch being placed are pinned (they must all
  * be resident together) and set aside when they surface. O(A log A).
+ *
+ * Write-backs follow what the accesses write, as the pager's do: a chunk
+ * is dirty from its first touch (no host copy yet) and from any access that
+ * may write it, clean once it is fetched (its host copy is current); an
+ * eviction writes back only a dirty chunk that is used again. MIN still
+ * picks the victim by next use alone, so with clean chunks about it is
+ * the bytes of MIN's schedule, not a proven minimum of bytes.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -17,6 +24,7 @@
 
 #define NEVER UINT64_MAX
 #define FREE_MARK (1ull << 63)   /* an entry that is a free, not an access */
+#define READ_MARK (1ull << 62)   /* an access that only reads its chunk */
 
 typedef struct access {
   uint64_t key;       /* chunk key, or FREE_MARK | region for a free */
@@ -193,10 +201,10 @@ static int append(belady_t *b, uint64_t key, uint64_t aux) {
   return 0;
 }
 
-int belady_launch(belady_t *b, const uint64_t *keys, uint32_t n) {
+int belady_launch(belady_t *b, const uint64_t *keys, const bool *write, uint32_t n) {
   uint64_t l = b->launches++;
   for (uint32_t i = 0; i < n; i++)
-    if (append(b, keys[i], l) < 0) return -ENOMEM;
+    if (append(b, keys[i] | (write && !write[i] ? READ_MARK : 0), l) < 0) return -ENOMEM;
   return 0;
 }
 
@@ -221,18 +229,20 @@ int belady_finish(belady_t *b, belady_result_t *out) {
       next[i] = NEVER;
       continue;
     }
-    uint64_t nu;
-    next[i] = map_get(&last, a->key, &nu) ? nu : NEVER;
-    if (map_put(&last, a->key, i) < 0) goto out;
+    uint64_t nu, key = a->key & ~READ_MARK;
+    next[i] = map_get(&last, key, &nu) ? nu : NEVER;
+    if (map_put(&last, key, i) < 0) goto out;
   }
   /* pass 2: MIN. res: resident chunk -> its current next use (a heap entry
    * is current when it carries that value); pin: chunk -> launch + 1 while
    * it belongs to the launch being placed; seen: chunks ever resident (a
-   * miss on one of them is a fetch; on a fresh one, first touch). */
-  map_t seen = {0}, pin = {0};
+   * miss on one of them is a fetch; on a fresh one, first touch); dirty:
+   * resident chunks whose host copy is not current. */
+  map_t seen = {0}, pin = {0}, dirty = {0};
   if (map_init(&seen, 1024) < 0) goto out;
-  if (map_init(&pin, 1024) < 0) {
+  if (map_init(&pin, 1024) < 0 || map_init(&dirty, b->capacity + 16) < 0) {
     map_fini(&seen);
+    map_fini(&pin);
     goto out;
   }
   uint64_t *aside = NULL;
@@ -245,20 +255,23 @@ int belady_finish(belady_t *b, belady_result_t *out) {
         map_del(&res, region << 24 | c);
         map_del(&seen, region << 24 | c);
         map_del(&pin, region << 24 | c);
+        map_del(&dirty, region << 24 | c);
       }
       continue;
     }
-    uint64_t launch = a->aux;
-    if (map_get(&res, a->key, NULL)) { /* hit */
-      if (map_put(&res, a->key, next[i]) < 0 || map_put(&pin, a->key, launch + 1) < 0 ||
-          heap_push(&h, next[i], a->key) < 0)
+    uint64_t launch = a->aux, akey = a->key & ~READ_MARK;
+    bool writes = !(a->key & READ_MARK);
+    if (map_get(&res, akey, NULL)) { /* hit */
+      if (map_put(&res, akey, next[i]) < 0 || map_put(&pin, akey, launch + 1) < 0 ||
+          heap_push(&h, next[i], akey) < 0 || (writes && map_put(&dirty, akey, 1) < 0))
         goto out2;
       continue;
     }
-    if (map_get(&seen, a->key, NULL)) {
+    bool fetched = map_get(&seen, akey, NULL);
+    if (fetched) {
       out->fetches++;
       out->fetch_bytes += b->chunk;
-    } else if (map_put(&seen, a->key, 1) < 0) {
+    } else if (map_put(&seen, akey, 1) < 0) {
       goto out2;
     }
     while (res.n >= b->capacity) {
@@ -282,16 +295,18 @@ int belady_finish(belady_t *b, belady_result_t *out) {
         continue;
       }
       map_del(&res, key);
-      if (nu != NEVER) {
+      if (nu != NEVER && map_get(&dirty, key, NULL)) {
         out->writebacks++;
         out->writeback_bytes += b->chunk;
       }
+      map_del(&dirty, key);
     }
     for (size_t k = 0; k < naside; k++)
       if (heap_push(&h, aside[2 * k], aside[2 * k + 1]) < 0) goto out2;
     naside = 0;
-    if (map_put(&res, a->key, next[i]) < 0 || map_put(&pin, a->key, launch + 1) < 0 ||
-        heap_push(&h, next[i], a->key) < 0)
+    /* a first touch has no host copy; a fetched chunk has one until written */
+    if (map_put(&res, akey, next[i]) < 0 || map_put(&pin, akey, launch + 1) < 0 ||
+        heap_push(&h, next[i], akey) < 0 || ((writes || !fetched) && map_put(&dirty, akey, 1) < 0))
       goto out2;
   }
   rc = 0;
@@ -299,6 +314,7 @@ out2:
   free(aside);
   map_fini(&seen);
   map_fini(&pin);
+  map_fini(&dirty);
 out:
   free(next);
   map_fini(&last);

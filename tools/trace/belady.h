@@ -8,8 +8,9 @@
  * belady_finish, the bound counts one fetch for every use of a chunk that
  * was evicted before, and one write-back for every eviction of a chunk that
  * will be used again (launches may write what they touch, so a live chunk
- * must be saved; a dead one is dropped). First touches of fresh memory cost
- * nothing, as in the pager.
+ * must be saved; a dead one is dropped) while it is dirty: since its first
+ * touch or an access that may write it, and not since it was fetched.
+ * First touches of fresh memory cost nothing, as in the pager.
  */
 #ifndef MT_BELADY_H
 #define MT_BELADY_H
@@ -23,8 +24,9 @@ typedef struct belady belady_t;
 belady_t *belady_new(uint64_t capacity, uint64_t chunk);
 void belady_free(belady_t *b);
 /* Appends one launch's chunks (keys unique per chunk of a region: region
- * id << 24 | chunk index). Returns 0 or -ENOMEM. */
-int belady_launch(belady_t *b, const uint64_t *keys, uint32_t n);
+ * id << 24 | chunk index, below 2^62); write[i] false: the launch only reads
+ * keys[i] (write NULL: it may write them all). Returns 0 or -ENOMEM. */
+int belady_launch(belady_t *b, const uint64_t *keys, const bool *write, uint32_t n);
 /* Region freed: its chunks (keys region << 24 | 0..nchunks-1) are dead. */
 int belady_free_region(belady_t *b, uint64_t region, uint32_t nchunks);
 

@@ -15,7 +15,11 @@
  *     right after kernel Death-1 (after kernel Birth when Death is -1), and
  *     is allocated again, as a new region, in every further iteration;
  *   - every kernel is a LAUNCH whose footprint is inputs ∪ outputs (whole
- *     tensors) and whose dur_ns is its Execution Time at 1.2 GHz.
+ *     tensors) and whose dur_ns is its Execution Time at 1.2 GHz; a span's
+ *     access kind is read for an input, write for an output and
+ *     read-write for a tensor in both lists (G10's simulator knows each
+ *     kernel's outputs the same way, which is what lets it drop clean
+ *     tensors without a copy).
  *
  * Kernel times are converted on the running sum of cycles (start of kernel
  * k = floor(cycles before k * 5 / 6) ns), so the trace's iteration time is
@@ -67,6 +71,7 @@ typedef struct g10_kernel {
 typedef struct g10_ref {
   uint32_t tensor;
   uint32_t line;              /* kernels.config line */
+  uint8_t kind;               /* MT_ACC_READ (input list) or MT_ACC_WRITE (output list) */
 } g10_ref_t;
 
 typedef struct g10 {
@@ -252,6 +257,7 @@ static int read_kernels(g10_t *g) {
   enum { OUTSIDE, HEAD, LIST } state = OUTSIDE;
   bool have_time = false;
   uint32_t block_line = 0;
+  uint8_t list_kind = MT_ACC_UNKNOWN; /* of the list being read */
   for (char *s; !rc && (s = file_line(&f));) {
     const char *p = s;
     uint64_t v;
@@ -307,6 +313,7 @@ static int read_kernels(g10_t *g) {
       /* the parent layer/op and the input shape: not needed */
     } else if (strcmp(s, "Input Tensors:") == 0 || strcmp(s, "Output Tensors:") == 0) {
       state = LIST;
+      list_kind = s[0] == 'I' ? MT_ACC_READ : MT_ACC_WRITE;
     } else if (strncmp(s, "tensor", 6) == 0 && state == LIST) {
       uint32_t id;
       rc = known_tensor(g, &f, s, &id);
@@ -320,7 +327,7 @@ static int read_kernels(g10_t *g) {
         }
         g->ref = r;
       }
-      g->ref[g->nref++] = (g10_ref_t){.tensor = id, .line = f.line};
+      g->ref[g->nref++] = (g10_ref_t){.tensor = id, .line = f.line, .kind = list_kind};
       g->k[g->nk].n++;
     } else {
       rc = bad(f.path, f.line, "unexpected line in a kernel block: '%.60s'", s);
@@ -435,6 +442,7 @@ static int emit(g10_t *g, const char *out, uint64_t iterations) {
   uint32_t *blist = malloc((size_t)g->nt * sizeof *blist);
   uint32_t *dlist = malloc((size_t)g->nt * sizeof *dlist);
   uint32_t *foot = NULL;
+  uint8_t *kinds = NULL;
   synth_emit_t *e = NULL;
   int rc = 1;
   if (!bstart || !dstart || !blist || !dlist) {
@@ -486,7 +494,8 @@ static int emit(g10_t *g, const char *out, uint64_t iterations) {
   for (uint32_t k = 0; k < g->nk; k++)
     if (g->k[k].n > maxn) maxn = g->k[k].n;
   foot = malloc(((size_t)maxn + 1) * sizeof *foot);
-  if (!func || !foot) {
+  kinds = malloc((size_t)maxn + 1);
+  if (!func || !foot || !kinds) {
     free(func);
     fprintf(stderr, WHO ": out of memory\n");
     synth_emit_close(e, NULL, WHO);
@@ -503,10 +512,13 @@ static int emit(g10_t *g, const char *out, uint64_t iterations) {
     for (uint32_t k = 0; k < g->nk; k++, done++) {
       for (uint32_t j = bstart[k]; j < bstart[k + 1]; j++) synth_emit_alloc(e, g->t[blist[j]].handle);
       const g10_kernel_t *kk = &g->k[k];
-      for (uint32_t i = 0; i < kk->n; i++) foot[i] = g->t[g->ref[kk->first + i].tensor].handle;
+      for (uint32_t i = 0; i < kk->n; i++) {
+        foot[i] = g->t[g->ref[kk->first + i].tensor].handle;
+        kinds[i] = g->ref[kk->first + i].kind;
+      }
       uint64_t t0 = cycles * G10_HZ_NUM / G10_HZ_DEN;
       cycles += kk->cycles;
-      synth_emit_launch(e, func[kk->func - 1], foot, kk->n, cycles * G10_HZ_NUM / G10_HZ_DEN - t0);
+      synth_emit_launch(e, func[kk->func - 1], foot, kinds, kk->n, cycles * G10_HZ_NUM / G10_HZ_DEN - t0);
       for (uint32_t j = dstart[k]; j < dstart[k + 1]; j++) synth_emit_free(e, g->t[dlist[j]].handle);
       if ((done & 255) == 0) mt_progress("import-g10", done, total);
     }
@@ -544,6 +556,7 @@ out:
   free(blist);
   free(dlist);
   free(foot);
+  free(kinds);
   return rc;
 }
 

@@ -14,6 +14,14 @@
  * an upper bound on a kernel the host issued asynchronously.
  * The ideal time is the sum of kernel times on the busiest stream: the run
  * with unlimited GPU memory.
+ *
+ * What a launch writes (--writes): `all` replays what the library knows with
+ * no hints, every launch writing its whole footprint, so every eviction
+ * copies; `aware` uses the trace's access kinds (format version 2), as G10
+ * does with its kernels' output lists: a span only read is made resident
+ * for reading, so a chunk with a current host copy stays clean and is
+ * evicted without a copy. Unknown kinds (recorded traces, version 1) count
+ * as written in both modes.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -50,7 +58,9 @@ typedef struct replay {
   size_t iter_cap;
   uint64_t stream0_end;    /* the app streams' time when the replay stopped */
   uint64_t *keys;          /* scratch: a launch's chunk keys */
+  bool *keyw;              /* scratch: whether the launch may write each */
   size_t nkeys_cap;
+  bool writes_aware;       /* --writes aware: spans only read leave chunks clean */
   char err[256];
 } replay_t;
 
@@ -84,6 +94,10 @@ static void usage(FILE *f) {
           "                        launch larger than --gpu-mem runs with the rest of its\n"
           "                        footprint in host memory, whose bytes cross the h2d link\n"
           "                        during the kernel; off: such a launch cannot run (exit 1)\n"
+          "  --writes all|aware    all (default): every launch writes its whole footprint, as\n"
+          "                        the library assumes with no hints; aware: a span the\n"
+          "                        trace marks read-only is made resident for reading, so\n"
+          "                        its chunks stay clean and are evicted without a copy\n"
           "  --unmap-sync on|off   on (default, as the library runs on the CUDA driver, whose\n"
           "                        cuMemUnmap may wait for the device): unmaps are ordered\n"
           "                        after the pager's in-flight fetch copies (unmap_waits);\n"
@@ -94,12 +108,12 @@ static void usage(FILE *f) {
           "SIZE takes binary suffixes (24G = 24 GiB); BYTES/S takes decimal ones\n"
           "(25G = 25e9 bytes/s).\n"
           "\n"
-          "Output (JSON keys): sim_s (simulated time), ideal_s (unlimited GPU memory),\n"
+          "Output (JSON keys): writes (all|aware), sim_s (simulated time), ideal_s (unlimited GPU memory),\n"
           "pct_of_ideal (ideal/sim, %%), stall_s (sim - ideal), bytes_h2d, bytes_d2h,\n"
           "bytes_nvme_read, bytes_nvme_write, fetches, evictions_dirty, evictions_clean,\n"
           "unmap_waits (host waits that ordered an unmap after fetch copies),\n"
           "belady_bytes (bytes MIN eviction with perfect knowledge moves within the same\n"
-          "GPU memory), launches, launches_host_mapped, host_mapped_bytes, iterations, coverage/accuracy/timeliness (null: no\n"
+          "GPU memory, writing back what --writes says is dirty), launches, launches_host_mapped, host_mapped_bytes, iterations, coverage/accuracy/timeliness (null: no\n"
           "prefetcher), replay_wall_s, replay_max_rss_bytes, and per iteration (ITER\n"
           "records) iter_sim_s and iter_ideal_s.\n"
           "Exit: 0 ok, 2 bad option or trace, 1 the workload cannot run in that memory.\n");
@@ -150,10 +164,17 @@ static int run_kernel(void *vctx) {
 }
 
 static int do_launch(replay_t *r, const mt_trace_launch_t *l, uint64_t dur, uint64_t off) {
-  const mt_trace_span_t *foot = (const mt_trace_span_t *)(l + 1);
+  const mt_trace_span_t *foot = mt_trace_launch_spans(l);
+  const uint8_t *kinds = r->writes_aware ? mt_trace_launch_kinds(l) : NULL;
   uintptr_t stackbuf[64];
+  bool stackw[64];
   uintptr_t *addrs = l->nfoot <= 64 ? stackbuf : malloc(l->nfoot * sizeof(uintptr_t));
-  if (addrs == NULL) return -ENOMEM;
+  bool *write = l->nfoot <= 64 ? stackw : malloc(l->nfoot * sizeof(bool));
+  if (addrs == NULL || write == NULL) {
+    if (addrs != stackbuf) free(addrs);
+    if (write != stackw) free(write);
+    return -ENOMEM;
+  }
   uint32_t n = 0;
   size_t nk = 0;
   for (uint32_t i = 0; i < l->nfoot; i++) {
@@ -162,30 +183,40 @@ static int do_launch(replay_t *r, const mt_trace_launch_t *l, uint64_t dur, uint
       snprintf(r->err, sizeof(r->err), "byte %" PRIu64 ": launch uses region %" PRIu64 ", which is not allocated",
                off, id);
       if (addrs != stackbuf) free(addrs);
+      if (write != stackw) free(write);
       return -EINVAL;
     }
+    write[n] = kinds == NULL || kinds[i] != MT_ACC_READ;
     addrs[n++] = r->addr[id] + foot[i].offset;
     for (uint32_t c = 0; c < r->nchunks[id]; c++) {
       if (nk == r->nkeys_cap) {
         size_t cap = r->nkeys_cap ? r->nkeys_cap * 2 : 4096;
         uint64_t *nkeys = realloc(r->keys, cap * sizeof(uint64_t));
-        if (nkeys == NULL) return -ENOMEM;
-        r->keys = nkeys;
+        if (nkeys != NULL) r->keys = nkeys;
+        bool *nkeyw = nkeys ? realloc(r->keyw, cap * sizeof(bool)) : NULL;
+        if (nkeyw == NULL) {
+          if (addrs != stackbuf) free(addrs);
+          if (write != stackw) free(write);
+          return -ENOMEM;
+        }
+        r->keyw = nkeyw;
         r->nkeys_cap = cap;
       }
+      r->keyw[nk] = write[n - 1];
       r->keys[nk++] = id << 24 | c;
     }
   }
-  int rc = belady_launch(r->bel, r->keys, (uint32_t)nk);
+  int rc = belady_launch(r->bel, r->keys, r->keyw, (uint32_t)nk);
   uint32_t s = l->stream % MAX_STREAMS;
   kctx_t k = {r->dev, s, dur};
   if (rc == 0) {
     pthread_mutex_lock(&r->p->lock);
     mt_stat_add(launches, 1);
-    rc = _mt_launch_regions(r->p, addrs, n, s, run_kernel, &k, "replayed launch");
+    rc = _mt_launch_regions(r->p, addrs, write, n, s, run_kernel, &k, "replayed launch");
     pthread_mutex_unlock(&r->p->lock);
   }
   if (addrs != stackbuf) free(addrs);
+  if (write != stackw) free(write);
   if (rc < 0) {
     snprintf(r->err, sizeof(r->err), "byte %" PRIu64 ": launch %" PRIu64 " cannot run: %s", off, r->launches,
              rc == -E2BIG || rc == -ENOMEM ? "its footprint does not fit in --gpu-mem (see above)" : strerror(-rc));
@@ -208,12 +239,13 @@ int mt_cmd_replay(int argc, char **argv) {
     {"host-map", required_argument, 0, 'M'},
     {"unmap-sync", required_argument, 0, 'U'},
     {"nvme-mem", required_argument, 0, 'N'},
+    {"writes", required_argument, 0, 'W'},
     {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
   };
   uint64_t gpu = 0, host = 0, chunk = 0, iters = UINT64_MAX, nvme_mem = 0;
   double h2d = 25e9, d2h = 25e9, nvme_rd = 3.2e9, nvme_wr = 3.2e9;
   const char *policy = "lru";
-  bool json = false, host_map = true, unmap_sync = true;
+  bool json = false, host_map = true, unmap_sync = true, writes_aware = false;
   optind = 1;
   int c;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -250,6 +282,11 @@ int mt_cmd_replay(int argc, char **argv) {
       case 'M':
         if (strcmp(optarg, "on") == 0) host_map = true;
         else if (strcmp(optarg, "off") == 0) host_map = false;
+        else bad = 1;
+        break;
+      case 'W':
+        if (strcmp(optarg, "all") == 0) writes_aware = false;
+        else if (strcmp(optarg, "aware") == 0) writes_aware = true;
         else bad = 1;
         break;
       case 'U':
@@ -300,6 +337,7 @@ int mt_cmd_replay(int argc, char **argv) {
   mt_vdev_config_t vc = {.gpu_mem = gpu, .h2d_bw = h2d, .d2h_bw = d2h, .copy_latency_ns = 2000,
                         .unmap_syncs = unmap_sync, .nvme_read_bw = nvme_rd, .nvme_write_bw = nvme_wr};
   replay_t r = {0};
+  r.writes_aware = writes_aware;
   r.dev = _mt_vdev_new(&vc);
   /* the library's NVMe tier over a store that keeps pages but moves nothing */
   _mt_nvme_cfg_t nvc = {.simulate = true, .max_bytes = nvme_mem};
@@ -432,7 +470,7 @@ done:
     uint64_t bel = br.fetch_bytes + br.writeback_bytes;
     if (json) {
       printf("{\"trace\":\"%s\",\"gpu_mem\":%" PRIu64 ",\"host_mem\":%" PRIu64 ",\"h2d_bw\":%.0f,\"d2h_bw\":%.0f,"
-             "\"policy\":\"%s\",\"predictor\":\"none\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
+             "\"policy\":\"%s\",\"predictor\":\"none\",\"writes\":\"%s\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
              "\"stall_s\":%.6f,\"bytes_h2d\":%" PRIu64 ",\"bytes_d2h\":%" PRIu64 ",\"nvme_mem\":%" PRIu64 ","
              "\"nvme_read_bw\":%.0f,\"nvme_write_bw\":%.0f,\"bytes_nvme_read\":%" PRIu64 ","
              "\"bytes_nvme_write\":%" PRIu64 ",\"nvme_spills\":%llu,\"nvme_loads\":%llu,\"nvme_drops\":%llu,\"fetches\":%llu,\"evictions_dirty\":%llu,\"evictions_clean\":%llu,"
@@ -440,7 +478,8 @@ done:
              "\"launches\":%" PRIu64 ",\"launches_host_mapped\":%" PRIu64 ",\"host_mapped_bytes\":%" PRIu64 ","
              "\"iterations\":%" PRIu64 ",\"coverage\":null,\"accuracy\":null,"
              "\"timeliness\":null,\"replay_wall_s\":%.3f,\"replay_max_rss_bytes\":%" PRIu64 ",",
-             path, (uint64_t)r.p->budget, (uint64_t)r.p->host_budget, h2d, d2h, policy, sim_s, ideal_s, pct,
+             path, (uint64_t)r.p->budget, (uint64_t)r.p->host_budget, h2d, d2h, policy,
+             writes_aware ? "aware" : "all", sim_s, ideal_s, pct,
              stall_s, t.bytes_h2d, t.bytes_d2h, nvme_mem, nvme_rd, nvme_wr, t.bytes_nvme_read, t.bytes_nvme_write,
              (unsigned long long)mt_stat_get(nvme_spills), (unsigned long long)mt_stat_get(nvme_loads),
              (unsigned long long)mt_stat_get(nvme_drops), (unsigned long long)mt_stat_get(fetches),
@@ -456,8 +495,9 @@ done:
       printf("]}\n");
     } else {
       printf("replay of %s: %" PRIu64 " launches, %" PRIu64 " iteration(s)\n", path, r.launches, r.iterations);
-      printf("  GPU memory %.2f GiB, host %.2f GiB, link %.1f/%.1f GB/s, policy %s, predictor none\n",
-             (double)r.p->budget / (1 << 30), (double)r.p->host_budget / (1 << 30), h2d / 1e9, d2h / 1e9, policy);
+      printf("  GPU memory %.2f GiB, host %.2f GiB, link %.1f/%.1f GB/s, policy %s, predictor none, writes %s\n",
+             (double)r.p->budget / (1 << 30), (double)r.p->host_budget / (1 << 30), h2d / 1e9, d2h / 1e9, policy,
+             writes_aware ? "aware (the trace's access kinds)" : "all (every launch writes its footprint)");
       printf("  simulated time   %12.3f s\n", sim_s);
       printf("  ideal time       %12.3f s   (unlimited GPU memory)\n", ideal_s);
       printf("  of ideal         %12.1f %%\n", pct);
@@ -491,6 +531,7 @@ done:
   free(r.addr);
   free(r.nchunks);
   free(r.keys);
+  free(r.keyw);
   free(r.iter_start);
   free(r.iter_kernel);
   mt_trace_close(tr);

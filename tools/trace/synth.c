@@ -33,6 +33,12 @@
  * With grad_accum > 1 the micro-batch repeats; then one Adam kernel per
  * parameter tensor reads and writes the weight (or master), grad, m and v.
  *
+ * Every span carries its access kind (trace format version 2): weights,
+ * saved activations and the loss inputs are read, a kernel's outputs
+ * written, gradients written (read-write with grad_accum > 1, where
+ * micro-batches add to them), Adam's master, m and v read-write and the
+ * 16-bit weights written from the master (read-write without one).
+ *
  * Kernel time (ideal, all data resident) is a roofline: max(FLOPs / tflops,
  * bytes moved / mem_bw, min_kernel_us); matmuls count 2*M*N*K FLOPs, causal
  * flash attention 2*b*s^2*hidden forward and 2.5 times that backward.
@@ -378,19 +384,41 @@ static uint64_t kt(const synth_t *s, double flops, double bytes) {
 #define MAXT 16
 typedef struct kernel {
   uint32_t t[MAXT];
+  uint8_t kind[MAXT];
   uint32_t n;
 } kernel_t;
 
-static void kadd(kernel_t *k, uint32_t t) {
-  if (t != UINT32_MAX && k->n < MAXT) k->t[k->n++] = t;
+static void kadd(kernel_t *k, uint32_t t, uint8_t kind) {
+  if (t != UINT32_MAX && k->n < MAXT) {
+    k->t[k->n] = t;
+    k->kind[k->n++] = kind;
+  }
 }
 
-/* Launches kind over the listed tensors (UINT32_MAX entries skipped), then
- * frees the tensors in `frees` (same convention), ends with UINT32_MAX. */
-static void run(synth_t *s, int kind, double flops, double bytes, const uint32_t *use, const uint32_t *frees) {
+/* Access kinds, one letter per tensor of a run() list: r read, w written
+ * (an output, its old contents unused), m read and written (Adam's state),
+ * a accumulated into (a gradient: written by the first micro-batch,
+ * read-write when later ones add to it). */
+static uint8_t access_of(const synth_t *s, char c) {
+  switch (c) {
+    case 'r': return MT_ACC_READ;
+    case 'w': return MT_ACC_WRITE;
+    case 'm': return MT_ACC_RW;
+    case 'a': return s->m->grad_accum > 1 ? MT_ACC_RW : MT_ACC_WRITE;
+    default: return MT_ACC_UNKNOWN;
+  }
+}
+
+/* Launches kind over the listed tensors (UINT32_MAX entries skipped), each
+ * accessed as the letter of acc at its position (access_of), then frees the
+ * tensors in `frees` (same convention), ends with UINT32_MAX. */
+static void run(synth_t *s, int kind, double flops, double bytes, const char *acc, const uint32_t *use,
+                const uint32_t *frees) {
   kernel_t k = {.n = 0};
-  for (const uint32_t *u = use; *u != UINT32_MAX - 1; u++) kadd(&k, *u);
-  synth_emit_launch(s->e, s->f[kind], k.t, k.n, kt(s, flops, bytes));
+  size_t i = 0;
+  for (const uint32_t *u = use; *u != UINT32_MAX - 1; u++, i++)
+    kadd(&k, *u, access_of(s, i < strlen(acc) ? acc[i] : '?'));
+  synth_emit_launch(s->e, s->f[kind], k.t, k.kind, k.n, kt(s, flops, bytes));
   for (const uint32_t *u = frees; u && *u != UINT32_MAX - 1; u++)
     if (*u != UINT32_MAX) synth_emit_free(s->e, *u);
 }
@@ -409,20 +437,20 @@ static void forward_layer(synth_t *s, uint64_t l) {
   double T = (double)(m->micro_batch * m->seq), h = (double)m->hidden, f = (double)m->ffn,
          fu = m->swiglu ? 2 * f : f, d = (double)m->dtype, b = (double)m->micro_batch, sq = (double)m->seq;
   double act = T * h * d;
-  run(s, K_LN_F, 0, 2 * act, L_(a[A_X], W(s, p[P_LN1_W]), W(s, p[P_LN1_B]), a[A_LN1], a[A_LN1S]), NONE);
+  run(s, K_LN_F, 0, 2 * act, "rrrww", L_(a[A_X], W(s, p[P_LN1_W]), W(s, p[P_LN1_B]), a[A_LN1], a[A_LN1S]), NONE);
   run(s, K_GEMM_F, 2 * T * h * 3 * h, act * 4 + 3 * h * h * d,
-      L_(a[A_LN1], W(s, p[P_QKV_W]), W(s, p[P_QKV_B]), a[A_QKV]), NONE);
-  run(s, K_ATT_F, 2 * b * sq * sq * h, act * 4, L_(a[A_QKV], a[A_ATT], a[A_LSE]), NONE);
-  run(s, K_GEMM_F, 2 * T * h * h, act * 2 + h * h * d, L_(a[A_ATT], W(s, p[P_O_W]), W(s, p[P_O_B]), a[A_PROJ]),
+      "rrrw", L_(a[A_LN1], W(s, p[P_QKV_W]), W(s, p[P_QKV_B]), a[A_QKV]), NONE);
+  run(s, K_ATT_F, 2 * b * sq * sq * h, act * 4, "rww", L_(a[A_QKV], a[A_ATT], a[A_LSE]), NONE);
+  run(s, K_GEMM_F, 2 * T * h * h, act * 2 + h * h * d, "rrrw", L_(a[A_ATT], W(s, p[P_O_W]), W(s, p[P_O_B]), a[A_PROJ]),
       NONE);
-  run(s, K_ADD, 0, 3 * act, L_(a[A_X], a[A_PROJ], a[A_H1]), L_(a[A_PROJ]));
-  run(s, K_LN_F, 0, 2 * act, L_(a[A_H1], W(s, p[P_LN2_W]), W(s, p[P_LN2_B]), a[A_LN2], a[A_LN2S]), NONE);
+  run(s, K_ADD, 0, 3 * act, "rrw", L_(a[A_X], a[A_PROJ], a[A_H1]), L_(a[A_PROJ]));
+  run(s, K_LN_F, 0, 2 * act, "rrrww", L_(a[A_H1], W(s, p[P_LN2_W]), W(s, p[P_LN2_B]), a[A_LN2], a[A_LN2S]), NONE);
   run(s, K_GEMM_F, 2 * T * h * fu, act + T * fu * d + h * fu * d,
-      L_(a[A_LN2], W(s, p[P_UP_W]), W(s, p[P_UP_B]), a[A_UP]), NONE);
-  run(s, K_ACT_F, 0, T * (fu + f) * d, L_(a[A_UP], a[A_ACT]), NONE);
+      "rrrw", L_(a[A_LN2], W(s, p[P_UP_W]), W(s, p[P_UP_B]), a[A_UP]), NONE);
+  run(s, K_ACT_F, 0, T * (fu + f) * d, "rw", L_(a[A_UP], a[A_ACT]), NONE);
   run(s, K_GEMM_F, 2 * T * f * h, act + T * f * d + h * f * d,
-      L_(a[A_ACT], W(s, p[P_DOWN_W]), W(s, p[P_DOWN_B]), a[A_DOWN]), NONE);
-  run(s, K_ADD, 0, 3 * act, L_(a[A_H1], a[A_DOWN], next), L_(a[A_DOWN]));
+      "rrrw", L_(a[A_ACT], W(s, p[P_DOWN_W]), W(s, p[P_DOWN_B]), a[A_DOWN]), NONE);
+  run(s, K_ADD, 0, 3 * act, "rrw", L_(a[A_H1], a[A_DOWN], next), L_(a[A_DOWN]));
 }
 
 static void backward_layer(synth_t *s, uint64_t l) {
@@ -433,30 +461,30 @@ static void backward_layer(synth_t *s, uint64_t l) {
          fu = m->swiglu ? 2 * f : f, d = (double)m->dtype, b = (double)m->micro_batch, sq = (double)m->seq;
   double act = T * h * d;
   /* MLP */
-  run(s, K_GEMM_DG, 2 * T * h * f, act + T * f * d + h * f * d, L_(dnext, W(s, p[P_DOWN_W]), a[G_ACT]), NONE);
+  run(s, K_GEMM_DG, 2 * T * h * f, act + T * f * d + h * f * d, "rrw", L_(dnext, W(s, p[P_DOWN_W]), a[G_ACT]), NONE);
   run(s, K_GEMM_WG, 2 * T * h * f, act + T * f * d + h * f * d,
-      L_(dnext, a[A_ACT], G(s, p[P_DOWN_W]), G(s, p[P_DOWN_B])), L_(a[A_ACT]));
-  run(s, K_ACT_B, 0, T * (f + 2 * fu) * d, L_(a[G_ACT], a[A_UP], a[G_UP]), L_(a[G_ACT], a[A_UP]));
-  run(s, K_GEMM_DG, 2 * T * h * fu, act + T * fu * d + h * fu * d, L_(a[G_UP], W(s, p[P_UP_W]), a[G_LN2]), NONE);
+      "rraa", L_(dnext, a[A_ACT], G(s, p[P_DOWN_W]), G(s, p[P_DOWN_B])), L_(a[A_ACT]));
+  run(s, K_ACT_B, 0, T * (f + 2 * fu) * d, "rrw", L_(a[G_ACT], a[A_UP], a[G_UP]), L_(a[G_ACT], a[A_UP]));
+  run(s, K_GEMM_DG, 2 * T * h * fu, act + T * fu * d + h * fu * d, "rrw", L_(a[G_UP], W(s, p[P_UP_W]), a[G_LN2]), NONE);
   run(s, K_GEMM_WG, 2 * T * h * fu, act + T * fu * d + h * fu * d,
-      L_(a[G_UP], a[A_LN2], G(s, p[P_UP_W]), G(s, p[P_UP_B])), L_(a[G_UP], a[A_LN2]));
+      "rraa", L_(a[G_UP], a[A_LN2], G(s, p[P_UP_W]), G(s, p[P_UP_B])), L_(a[G_UP], a[A_LN2]));
   run(s, K_LN_B, 0, 3 * act,
-      L_(a[G_LN2], a[A_H1], a[A_LN2S], W(s, p[P_LN2_W]), a[G_H1P], G(s, p[P_LN2_W]), G(s, p[P_LN2_B])),
+      "rrrrwaa", L_(a[G_LN2], a[A_H1], a[A_LN2S], W(s, p[P_LN2_W]), a[G_H1P], G(s, p[P_LN2_W]), G(s, p[P_LN2_B])),
       L_(a[G_LN2], a[A_LN2S], a[A_H1]));
-  run(s, K_GADD, 0, 3 * act, L_(a[G_H1P], dnext, a[G_H1]), L_(a[G_H1P], dnext));
+  run(s, K_GADD, 0, 3 * act, "rrw", L_(a[G_H1P], dnext, a[G_H1]), L_(a[G_H1P], dnext));
   /* attention */
-  run(s, K_GEMM_DG, 2 * T * h * h, 2 * act + h * h * d, L_(a[G_H1], W(s, p[P_O_W]), a[G_ATT]), NONE);
-  run(s, K_GEMM_WG, 2 * T * h * h, 2 * act + h * h * d, L_(a[G_H1], a[A_ATT], G(s, p[P_O_W]), G(s, p[P_O_B])),
+  run(s, K_GEMM_DG, 2 * T * h * h, 2 * act + h * h * d, "rrw", L_(a[G_H1], W(s, p[P_O_W]), a[G_ATT]), NONE);
+  run(s, K_GEMM_WG, 2 * T * h * h, 2 * act + h * h * d, "rraa", L_(a[G_H1], a[A_ATT], G(s, p[P_O_W]), G(s, p[P_O_B])),
       NONE);
-  run(s, K_ATT_B, 2.5 * 2 * b * sq * sq * h, act * 8, L_(a[G_ATT], a[A_QKV], a[A_ATT], a[A_LSE], a[G_QKV]),
+  run(s, K_ATT_B, 2.5 * 2 * b * sq * sq * h, act * 8, "rrrrw", L_(a[G_ATT], a[A_QKV], a[A_ATT], a[A_LSE], a[G_QKV]),
       L_(a[G_ATT], a[A_QKV], a[A_ATT], a[A_LSE]));
-  run(s, K_GEMM_DG, 2 * T * h * 3 * h, 4 * act + 3 * h * h * d, L_(a[G_QKV], W(s, p[P_QKV_W]), a[G_LN1]), NONE);
+  run(s, K_GEMM_DG, 2 * T * h * 3 * h, 4 * act + 3 * h * h * d, "rrw", L_(a[G_QKV], W(s, p[P_QKV_W]), a[G_LN1]), NONE);
   run(s, K_GEMM_WG, 2 * T * h * 3 * h, 4 * act + 3 * h * h * d,
-      L_(a[G_QKV], a[A_LN1], G(s, p[P_QKV_W]), G(s, p[P_QKV_B])), L_(a[G_QKV], a[A_LN1]));
+      "rraa", L_(a[G_QKV], a[A_LN1], G(s, p[P_QKV_W]), G(s, p[P_QKV_B])), L_(a[G_QKV], a[A_LN1]));
   run(s, K_LN_B, 0, 3 * act,
-      L_(a[G_LN1], a[A_X], a[A_LN1S], W(s, p[P_LN1_W]), a[G_XP], G(s, p[P_LN1_W]), G(s, p[P_LN1_B])),
+      "rrrrwaa", L_(a[G_LN1], a[A_X], a[A_LN1S], W(s, p[P_LN1_W]), a[G_XP], G(s, p[P_LN1_W]), G(s, p[P_LN1_B])),
       L_(a[G_LN1], a[A_LN1S], a[A_X]));
-  run(s, K_GADD, 0, 3 * act, L_(a[G_XP], a[G_H1], a[G_X]), L_(a[G_XP], a[G_H1]));
+  run(s, K_GADD, 0, 3 * act, "rrw", L_(a[G_XP], a[G_H1], a[G_X]), L_(a[G_XP], a[G_H1]));
 }
 
 static void micro_batch(synth_t *s) {
@@ -465,22 +493,22 @@ static void micro_batch(synth_t *s) {
   uint32_t x0 = s->layer_a[A_X], dx0 = s->layer_a[G_X];
   double T = (double)(m->micro_batch * m->seq), h = (double)m->hidden, V = (double)m->vocab,
          d = (double)m->dtype, act = T * h * d;
-  run(s, K_EMB_F, 0, T * 4 + act * (m->learned_pos ? 3 : 2), L_(t[F_TOK], W(s, s->wte), W(s, s->wpe), x0), NONE);
+  run(s, K_EMB_F, 0, T * 4 + act * (m->learned_pos ? 3 : 2), "rrrw", L_(t[F_TOK], W(s, s->wte), W(s, s->wpe), x0), NONE);
   for (uint64_t l = 0; l < m->layers; l++) forward_layer(s, l);
-  run(s, K_LN_F, 0, 2 * act, L_(t[F_X], W(s, s->lnf_w), W(s, s->lnf_b), t[F_LNF], t[F_LNFS]), NONE);
-  run(s, K_HEAD_F, 2 * T * h * V, act + V * h * d + T * V * d, L_(t[F_LNF], W(s, s->head), t[F_LOGITS]), NONE);
-  run(s, K_CE_F, 0, T * V * d + T * 4, L_(t[F_LOGITS], t[F_LAB], t[F_LOSS]), NONE);
+  run(s, K_LN_F, 0, 2 * act, "rrrww", L_(t[F_X], W(s, s->lnf_w), W(s, s->lnf_b), t[F_LNF], t[F_LNFS]), NONE);
+  run(s, K_HEAD_F, 2 * T * h * V, act + V * h * d + T * V * d, "rrw", L_(t[F_LNF], W(s, s->head), t[F_LOGITS]), NONE);
+  run(s, K_CE_F, 0, T * V * d + T * 4, "rrw", L_(t[F_LOGITS], t[F_LAB], t[F_LOSS]), NONE);
 
-  run(s, K_CE_B, 0, 2 * T * V * d, L_(t[F_LOGITS], t[F_LAB], t[F_LOSS], t[F_DLOGITS]),
+  run(s, K_CE_B, 0, 2 * T * V * d, "rrrw", L_(t[F_LOGITS], t[F_LAB], t[F_LOSS], t[F_DLOGITS]),
       L_(t[F_LOGITS], t[F_LAB], t[F_LOSS]));
-  run(s, K_HEAD_DG, 2 * T * h * V, act + V * h * d + T * V * d, L_(t[F_DLOGITS], W(s, s->head), t[F_DLNF]), NONE);
-  run(s, K_HEAD_WG, 2 * T * h * V, act + V * h * d + T * V * d, L_(t[F_DLOGITS], t[F_LNF], G(s, s->head)),
+  run(s, K_HEAD_DG, 2 * T * h * V, act + V * h * d + T * V * d, "rrw", L_(t[F_DLOGITS], W(s, s->head), t[F_DLNF]), NONE);
+  run(s, K_HEAD_WG, 2 * T * h * V, act + V * h * d + T * V * d, "rra", L_(t[F_DLOGITS], t[F_LNF], G(s, s->head)),
       L_(t[F_DLOGITS], t[F_LNF]));
   run(s, K_LN_B, 0, 3 * act,
-      L_(t[F_DLNF], t[F_X], t[F_LNFS], W(s, s->lnf_w), t[F_DX], G(s, s->lnf_w), G(s, s->lnf_b)),
+      "rrrrwaa", L_(t[F_DLNF], t[F_X], t[F_LNFS], W(s, s->lnf_w), t[F_DX], G(s, s->lnf_w), G(s, s->lnf_b)),
       L_(t[F_DLNF], t[F_LNFS], t[F_X]));
   for (uint64_t l = m->layers; l-- > 0;) backward_layer(s, l);
-  run(s, K_EMB_B, 0, T * 4 + act * (m->learned_pos ? 3 : 2), L_(dx0, t[F_TOK], G(s, s->wte), G(s, s->wpe)),
+  run(s, K_EMB_B, 0, T * 4 + act * (m->learned_pos ? 3 : 2), "rraa", L_(dx0, t[F_TOK], G(s, s->wte), G(s, s->wpe)),
       L_(dx0, t[F_TOK]));
 }
 
@@ -491,7 +519,8 @@ static void optimizer(synth_t *s) {
     double n = (double)p->n;
     /* read grad, weight or master, m, v; write them back (and the 16-bit copy) */
     double bytes = n * (d + 4 + 8) + n * (4 + 8) + (d == 4 ? 0 : n * d);
-    run(s, K_ADAM, 0, bytes, L_(p->w, p->g, p->master, p->m, p->v), NONE);
+    run(s, K_ADAM, 0, bytes, p->master == UINT32_MAX ? "mrmmm" : "wrmmm", L_(p->w, p->g, p->master, p->m, p->v),
+        NONE);
   }
 }
 

@@ -5,7 +5,8 @@
  * Each logical tensor is in one of three states: NEW (never allocated, or
  * renewed), LIVE (holds region id `region`), DEAD (freed; using it is a
  * bug). Duplicate tensors in one launch are dropped with a per-launch stamp,
- * so a launch costs O(footprint).
+ * their access kinds merged into the first listing's span, so a launch
+ * costs O(footprint).
  */
 #include "synth_emit.h"
 
@@ -25,6 +26,7 @@ typedef struct tensor {
   uint64_t bytes;
   uint64_t region;            /* region id while LIVE, else 0 */
   uint64_t stamp;             /* launch number that last listed it (dedupe) */
+  uint32_t slot;              /* its span in that launch */
   uint8_t state;
   bool persistent;
 } tensor_t;
@@ -43,6 +45,7 @@ struct synth_emit {
   func_t *f;
   uint32_t nf, capf;
   mt_trace_span_t *foot;      /* scratch for one launch */
+  uint8_t *kinds;             /* scratch: the spans' MT_ACC_* */
   uint64_t *keys;             /* scratch: func + keys, hashed */
   uint32_t capfoot;
   uint64_t next_region;       /* next region id */
@@ -167,6 +170,9 @@ static bool grow_foot(synth_emit_t *e, uint32_t n) {
   uint64_t *k = realloc(e->keys, ((size_t)cap + 1) * sizeof *k);
   if (!k) goto oom;
   e->keys = k;
+  uint8_t *kd = realloc(e->kinds, cap);
+  if (!kd) goto oom;
+  e->kinds = kd;
   e->capfoot = cap;
   return true;
 oom:
@@ -174,7 +180,8 @@ oom:
   return false;
 }
 
-void synth_emit_launch(synth_emit_t *e, uint64_t func, const uint32_t *t, uint32_t n, uint64_t dur_ns) {
+void synth_emit_launch(synth_emit_t *e, uint64_t func, const uint32_t *t, const uint8_t *kinds, uint32_t n,
+                       uint64_t dur_ns) {
   if (e->err) return;
   if (func == 0 || func > e->nf) {
     fail(e, -EINVAL, "function id %llu was not declared", (unsigned long long)func);
@@ -191,8 +198,21 @@ void synth_emit_launch(synth_emit_t *e, uint64_t func, const uint32_t *t, uint32
   for (uint32_t i = 0; i < n; i++) {
     if (!valid(e, t[i])) return;
     tensor_t *x = &e->t[t[i]];
-    if (x->stamp == stamp) continue;
+    uint8_t kind = kinds ? kinds[i] : MT_ACC_UNKNOWN;
+    if (kind >= MT_ACC__COUNT) {
+      fail(e, -EINVAL, "access kind %u of tensor key %llu is not an MT_ACC_* value", kind,
+           (unsigned long long)x->key);
+      return;
+    }
+    if (x->stamp == stamp) {
+      /* Listed twice (input and output): read-write. Unknown stays unknown. */
+      uint8_t *k = &e->kinds[x->slot];
+      if (*k != MT_ACC_UNKNOWN && kind != MT_ACC_UNKNOWN) *k |= kind;
+      else *k = MT_ACC_UNKNOWN;
+      continue;
+    }
     x->stamp = stamp;
+    x->slot = nfoot;
     if (x->state == T_DEAD) {
       fail(e, -EINVAL, "tensor key %llu used by %s after its free", (unsigned long long)x->key,
            e->f[func - 1].name);
@@ -200,6 +220,7 @@ void synth_emit_launch(synth_emit_t *e, uint64_t func, const uint32_t *t, uint32
     }
     if (x->state == T_NEW) do_alloc(e, x);
     e->foot[nfoot] = (mt_trace_span_t){.region = x->region, .offset = 0, .bytes = x->bytes};
+    e->kinds[nfoot] = kind;
     e->keys[++nfoot] = x->key;
   }
   func_t *f = &e->f[func - 1];
@@ -216,8 +237,7 @@ void synth_emit_launch(synth_emit_t *e, uint64_t func, const uint32_t *t, uint32
       .stream = 0,
       .nfoot = nfoot,
   };
-  l.h.size = (uint32_t)(sizeof l + (size_t)nfoot * sizeof(mt_trace_span_t));
-  int rc = mt_trace_write_launch(e->w, &l, e->foot);
+  int rc = mt_trace_write_launch(e->w, &l, e->foot, e->kinds);
   if (rc < 0) fail(e, rc, "write failed: %s", strerror(-rc));
   e->st.launches++;
   e->now += dur_ns;
@@ -282,6 +302,7 @@ int synth_emit_close(synth_emit_t *e, synth_emit_stats_t *st, const char *who) {
   free(e->f);
   free(e->t);
   free(e->foot);
+  free(e->kinds);
   free(e->keys);
   free(e);
   return rc;

@@ -65,8 +65,12 @@ uint64_t synth_emit_func(synth_emit_t *e, const char *name);
 
 /* Allocates tensor t now (it must not be live). */
 void synth_emit_alloc(synth_emit_t *e, uint32_t t);
-/* One kernel of dur_ns over the tensors t[0..n) (duplicates are dropped). */
-void synth_emit_launch(synth_emit_t *e, uint64_t func, const uint32_t *t, uint32_t n, uint64_t dur_ns);
+/* One kernel of dur_ns over the tensors t[0..n), t[i] accessed as kinds[i]
+ * (MT_ACC_*; kinds NULL: all unknown). A tensor listed twice is one span
+ * whose kind is the union of its listings (read + write = read-write; any
+ * unknown listing makes it unknown). */
+void synth_emit_launch(synth_emit_t *e, uint64_t func, const uint32_t *t, const uint8_t *kinds, uint32_t n,
+                       uint64_t dur_ns);
 /* Frees transient tensor t (it must be live). */
 void synth_emit_free(synth_emit_t *e, uint32_t t);
 /* Checks that no transient tensor is live and makes the freed ones
