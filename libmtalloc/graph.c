@@ -273,7 +273,7 @@ int _mt_graph_launch(mt_handle_t exec, mt_handle_t s, mt_forward_fn fwd, void *c
     for (size_t i = 0; g != NULL && i < g->n; i++) _mt_capture_add(p, s, g->addr[i]);
     rc = fwd(ctx);
   } else {
-    rc = _mt_launch_regions(p, g ? g->addr : NULL, NULL, g ? g->n : 0, s, fwd, ctx, "graph launch");
+    rc = _mt_launch_regions(p, g ? g->addr : NULL, NULL, g ? g->n : 0, s, exec, fwd, ctx, "graph launch");
   }
   pthread_mutex_unlock(&p->lock);
   return rc;

@@ -93,10 +93,11 @@ typedef enum mt_opt_type {
     "append log lines to this file instead of stderr")                             \
   X(POLICY, CHOICE, "lru", 0, 0, "lru", "",                                        \
     "eviction policy")                                                             \
-  X(PREDICTOR, CHOICE, "none", 0, 0, "none", "",                                   \
-    "access-order predictor used for prefetching; none = demand fetching only")   \
+  X(PREDICTOR, CHOICE, "none", 0, 0, "none|correlation", "",                       \
+    "access-order predictor used for prefetching; none = demand fetching only, "  \
+    "correlation = second-order launch correlation (prefetch.c)")                  \
   X(PREFETCH_DEPTH, INT, "8", 0, 1024, "", "launches",                             \
-    "not used yet (predictor issue): how many predicted launches ahead to prefetch")                 \
+    "how many predicted launches ahead to prefetch for; 0 = none")                 \
   X(THREADS, INT, "0", 0, 1024, "", "threads",                                     \
     "not used yet (host optimizer, C API only, not wired to PyTorch): worker threads; " \
     "0 = the CPUs of the NUMA node less one, at least 1")                                 \
@@ -123,7 +124,7 @@ typedef enum mt_opt {
 
 /* Options whose component is not built yet: setting one draws a warning. */
 #define MT_OPTIONS_NOT_USED_YET                                                    \
-  {MT_OPT_PREFETCH_DEPTH, MT_OPT_THREADS, MT_OPT_OPTIMIZER_COMPRESSION}
+  {MT_OPT_THREADS, MT_OPT_OPTIMIZER_COMPRESSION}
 
 /* Reads every option once from the process environment (environ, read
  * directly: safe inside a preloaded library's constructor). Idempotent and

@@ -50,6 +50,7 @@ typedef struct footprint {
   size_t cold;               /* regions not already hot (see _mt_region_hot) */
   bool per_addr;             /* write flags come per address (_mt_launch_regions); else a
                               * region is written unless advised read-mostly */
+  uint64_t func;             /* names the work for the prefetcher; 0 = not shown to it */
   mt_region_t *inline_r[64];
   bool inline_w[64];
 } footprint_t;
@@ -297,6 +298,8 @@ static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle
   } else if (rc == 0 && _mt_trace_on()) {
     trace_launch(p, fp, f, name, 0);
   }
+  /* while the kernel runs: fetch what the next ones are expected to use */
+  if (rc == 0 && p->pf != NULL && fp->func != 0) _mt_prefetch_launch(p, fp->func, fp->r, fp->n, s);
   return rc;
 }
 
@@ -304,7 +307,7 @@ int _mt_launch(CUfunction f, void **params, void **extra, mt_handle_t s, mt_forw
   mt_pager_t *p = _mt_pager_if_started();
   if (p == NULL) return fwd(ctx);
   mt_stat_add(launches, 1);
-  footprint_t fp = {.n = 0, .need = 0, .cold = 0};
+  footprint_t fp = {.n = 0, .need = 0, .cold = 0, .func = (uint64_t)(uintptr_t)f};
   FP_INIT(fp);
   pthread_mutex_lock(&p->lock);
   mt_layout_t *l = _mt_layout_acquire(f);
@@ -328,8 +331,8 @@ int _mt_launch(CUfunction f, void **params, void **extra, mt_handle_t s, mt_forw
 /* graph.c needs the same guarantee for a graph's recorded footprint, and
  * mt-trace replay for a trace's, with what each span does. */
 int _mt_launch_regions(mt_pager_t *p, uintptr_t *addrs, const bool *write, size_t n, mt_handle_t s,
-                       mt_forward_fn fwd, void *ctx, const char *what) {
-  footprint_t fp = {.n = 0, .need = 0, .cold = 0, .per_addr = write != NULL};
+                       uint64_t func, mt_forward_fn fwd, void *ctx, const char *what) {
+  footprint_t fp = {.n = 0, .need = 0, .cold = 0, .per_addr = write != NULL, .func = func};
   FP_INIT(fp);
   p->epoch++;
   for (size_t i = 0; i < n; i++) {

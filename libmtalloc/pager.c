@@ -477,6 +477,7 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
         c->region->nclean--;
       }
       c->dirty = false;
+      c->pf = false; /* a prefetch evicted before use was wasted */
       c->state = to_nvme ? CH_NVME : CH_HOST;
       live_move(p, c, CH_DEVICE, c->state, false);
       if (!to_nvme) host_tier_in(p, c);
@@ -667,14 +668,16 @@ static int run_to_device(mt_pager_t *p, mt_chunk_t *cs, int n, const bool *fetch
         _mt_h2d_issued(p);
         if (from_nvme) _mt_nv_slot_used(p, slot[i], true);
       }
-      p->fetch_pending = true;
+      if (!p->prefetching) p->fetch_pending = true; /* a prefetch's users wait for its own event */
+      c->pf = p->prefetching;
       mt_stat_add(fetches, 1);
       mt_stat_add(bytes_h2d, p->chunk);
+      if (p->prefetching) mt_stat_add(prefetches, 1);
       if (from_nvme) mt_stat_add(nvme_loads, 1);
       if (_mt_trace_on()) {
         uint64_t t = _mt_trace_now(); /* issued now; the copy stream runs it */
         _mt_trace_move(MT_TR_FETCH, c->region->id, c->index, from_nvme ? MT_TIER_NVME : MT_TIER_HOST, MT_TIER_GPU,
-                       false, false, chunk_data(p, c));
+                       false, p->prefetching, chunk_data(p, c));
         _mt_trace_copy(MT_TR_H2D, true, 0, p->chunk, t, t);
       }
       c->dirty = false;
@@ -729,8 +732,12 @@ void _mt_range_protect(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len
 
 int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len, mt_handle_t s,
                        bool write, bool overwrite) {
-  (void)s;
   if (r->kind == REG_SMALL || len == 0) return 0;
+  /* prefetched: this use waits for those copies (not for every fetch) */
+  if (r->pf_event != 0 && !p->prefetching) {
+    int w = _mt_prefetch_wait(p, r, s);
+    if (w < 0) return w;
+  }
   /* Fast path, taken by nearly every launch of a training loop: the region
    * is all on the device, has nothing clean left to dirty, and was put at
    * the hot end of the policy a moment ago (within TOUCH_SLACK operations),
@@ -744,12 +751,16 @@ int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len
     mt_chunk_t *c = &r->chunks[i];
     if (c->state == CH_DEVICE) {
       p->pol_ops->touch(p->pol, &c->node);
+      if (c->pf && !p->prefetching) {
+        c->pf = false;
+        mt_stat_add(prefetch_used, 1);
+      }
       if (write) set_dirty(p, c); /* a host copy it keeps is stale now */
       i++;
       continue;
     }
     /* a run of chunks not on the device: fetched together */
-    if (t0 == 0) t0 = now_ns();
+    if (t0 == 0 && !p->prefetching) t0 = now_ns();
     bool fetch[EVICT_BATCH];
     int n = 0;
     unsigned nnv = 0; /* NVMe chunks read in: one staging slot each (tier_nvme.c) */
@@ -941,6 +952,7 @@ static bool chunk_mapped(const mt_pager_t *p, const mt_chunk_t *c) {
 
 static void region_destroy(mt_pager_t *p, mt_region_t *r) {
   fresh_unlink(p, r);
+  _mt_prefetch_forget(p, r);
   if (r->kind == REG_SMALL) {
     _mt_small_free(p, r->addr, r->small_class);
     free(r);
@@ -989,6 +1001,7 @@ static void region_destroy(mt_pager_t *p, mt_region_t *r) {
 /* The application freed r: its chunks leave the live tier counts now (a
  * trace drops the region at its FREE record), and never move again. */
 static void region_leaves_live(mt_pager_t *p, mt_region_t *r) {
+  _mt_prefetch_forget(p, r);
   if (r->kind == REG_SMALL) {
     p->live[CH_DEVICE] -= r->size;
   } else {
@@ -1254,6 +1267,10 @@ int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_fetch);
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_evict);
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_h2d);
+  if (rc == 0 && (rc = _mt_prefetch_open(p, cfg->predictor, cfg->prefetch_depth)) == -EINVAL) {
+    mt_error("MT_PREDICTOR=\"%s\" is not a predictor; prefetching is off", cfg->predictor);
+    rc = 0;
+  }
   if (rc == 0) rc = _mt_small_init(p, cfg->small_limit);
   if (rc == 0) rc = _mt_pool_init(p);
   if (rc < 0) return rc; /* what was made stays: the process goes on without us */
@@ -1282,6 +1299,8 @@ static void pager_init(void) {
     .chunk = (size_t)_mt_opt_int(MT_OPT_CHUNK),
     .small_limit = (size_t)_mt_opt_int(MT_OPT_SMALL_REGION),
     .policy = _mt_opt_str(MT_OPT_POLICY),
+    .predictor = _mt_opt_str(MT_OPT_PREDICTOR),
+    .prefetch_depth = (unsigned)_mt_opt_int(MT_OPT_PREFETCH_DEPTH),
     .host_map = _mt_opt_int(MT_OPT_HOST_MAP) == 0,
   };
   mt_pager_t *p;

@@ -152,6 +152,20 @@ int _mt_nv_read_host(mt_pager_t *p, mt_chunk_t *c);
 /* Frees c's NVMe pages (its copy is stale, or the chunk is gone). */
 void _mt_nv_drop(mt_pager_t *p, mt_chunk_t *c);
 
+/* ---- prefetch.c ------------------------------------------------------------
+ * The prefetch scheduler (see prefetch.c). */
+typedef struct mt_prefetch mt_prefetch_t;
+/* MT_PREDICTOR / MT_PREFETCH_DEPTH; "none" or depth 0 leave p->pf NULL.
+ * 0, -EINVAL (unknown predictor) or -ENOMEM. */
+int _mt_prefetch_open(struct mt_pager *p, const char *predictor, unsigned depth);
+void _mt_prefetch_close(struct mt_pager *p);
+/* A launch of func with footprint rs[0..n) was just forwarded on s. */
+void _mt_prefetch_launch(struct mt_pager *p, uint64_t func, struct mt_region **rs, size_t n, mt_handle_t s);
+/* r (with r->pf_event) is about to be used on s: s waits for its copies. */
+int _mt_prefetch_wait(struct mt_pager *p, struct mt_region *r, mt_handle_t s);
+/* r is freed or destroyed: forget its key and event. */
+void _mt_prefetch_forget(struct mt_pager *p, struct mt_region *r);
+
 /* ---- streams.c -----------------------------------------------------------
  * A hold says "stream s will use this region until its operation number
  * seq has completed". Operation numbers are the pager's own count of the
@@ -189,6 +203,7 @@ typedef struct mt_chunk {
   uint8_t state;             /* CH_* */
   bool dirty;                /* DEVICE: the device copy is newer than any host copy */
   bool retained;             /* on the pager's retained list (DEVICE with a host copy) */
+  bool pf;                   /* fetched ahead by the prefetcher, not used since */
   mt_handle_t dev;           /* DEVICE: physical device memory */
   mt_handle_t host;          /* host copy: its slab's handle (host-mapped) or 0 */
   size_t host_off;           /* host copy: its offset in that slab */
@@ -222,6 +237,10 @@ typedef struct mt_region {
   struct mt_region *next_pending; /* deferred-free list */
   struct mt_region *fprev, *fnext; /* fresh list: allocated since the last launch */
   bool fresh;                /* on the fresh list */
+  uint64_t key;              /* prefetch.c: stable key, fixed at first use by a launch; 0 = none */
+  uint64_t key_func;         /* prefetch.c: the function of that launch, */
+  uint32_t key_slot;         /* and the footprint slot it came through */
+  mt_handle_t pf_event;      /* prefetch.c: recorded after its prefetch copies; 0 = none */
   bool freed;                /* the application freed it; destroyed once its stream work is
                               * done. Its chunks never move again (no copy of dead data) and
                               * have left the live tier counts */
@@ -292,6 +311,8 @@ struct mt_pager {
                               * CH_NVME; small ones on the device): what a trace's residency
                               * replays (stats live_*_bytes) */
   struct mt_nvtier *nv;      /* tier_nvme.c; NULL: no NVMe tier */
+  struct mt_prefetch *pf;    /* prefetch.c; NULL: demand fetching only */
+  bool prefetching;          /* the fetches being made are a prefetch's */
 
   /* graph.c */
   struct mt_graph_fp *graphs;
@@ -420,9 +441,10 @@ void _mt_capture_range(mt_pager_t *p, mt_handle_t s, uintptr_t a, size_t n);
 int _mt_graph_keep(mt_pager_t *p, uintptr_t addr);
 /* launch.c: makes the regions at addrs resident, forwards, holds them;
  * write[i] false: the work only reads through addrs[i] (write NULL: it may
- * write through every one); what names the work in messages ("graph
- * launch"). */
+ * write through every one); func names the work for the prefetcher (a
+ * function id, stable across iterations; 0: not shown to it); what names
+ * it in messages ("graph launch"). */
 int _mt_launch_regions(mt_pager_t *p, uintptr_t *addrs, const bool *write, size_t n, mt_handle_t s,
-                       mt_forward_fn fwd, void *ctx, const char *what);
+                       uint64_t func, mt_forward_fn fwd, void *ctx, const char *what);
 
 #endif

@@ -44,7 +44,10 @@
   X(live_nvme_bytes)       \
   X(peak_live_gpu_bytes)   \
   X(peak_live_host_bytes)  \
-  X(peak_live_nvme_bytes)
+  X(peak_live_nvme_bytes)  \
+  X(prefetches)            \
+  X(prefetch_used)         \
+  X(prefetch_late)
 
 typedef struct mt_stats {
 #define MT_STAT_DECL(name) _Atomic uint64_t name;

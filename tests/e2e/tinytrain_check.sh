@@ -10,6 +10,8 @@
 # device usage stays within the budget, the pager evicted and fetched
 # (evictions_dirty + evictions_clean > 0, fetches > 0), and it saw every
 # kernel launch tinytrain made.
+# (e) as (c) with MT_PREDICTOR=correlation: the same lines bit for bit, and
+#     prefetches made and used.
 # With TINYTRAIN_NVME_DIR (a directory on a disk with O_DIRECT) also
 #   (d) MT_MAX_VRAM = footprint/8, MT_MAX_HOST = footprint/4 and
 #       MT_OFFLOAD_DIR=TINYTRAIN_NVME_DIR: the same lines bit for bit, NVMe
@@ -193,6 +195,26 @@ else
       fail "run (c): mtalloc counted $mt_launches launches, tinytrain made $launches"
     note "run (c): evictions $evictions, fetches $fetches, launches $mt_launches" \
       "(tinytrain: $launches), bytes_h2d $(stat bytes_h2d), bytes_d2h $(stat bytes_d2h)"
+  fi
+fi
+
+# ---- (e): prefetching ----------------------------------------------------------
+run e LD_PRELOAD="$preload" FAKECUDA_JITTER_US="$jitter" MT_MAX_VRAM="$budget" MT_PREDICTOR=correlation MT_STATS=1
+if [ $? -eq 0 ]; then
+  grep -v '^peak_device_bytes ' "$tmp/e.out" >"$tmp/e.same"
+  if cmp -s "$tmp/a.same" "$tmp/e.same"; then
+    note "run (e): MT_PREDICTOR=correlation: $steps step lines (losses bit for bit) identical to (a)"
+  else
+    fail "run (e) printed different results from (a) (diff a e):"
+    diff "$tmp/a.same" "$tmp/e.same" | head -n 20 | sed 's/^/    /'
+  fi
+  stats=$(cat "$tmp/e.out" "$tmp/e.err" | grep '^mtalloc: stats {' | tail -n 1)
+  pfs=$(stat prefetches) used=$(stat prefetch_used)
+  if [ -z "$pfs" ] || [ "$pfs" -eq 0 ] || [ -z "$used" ] || [ "$used" -eq 0 ]; then
+    fail "run (e): no prefetch was made and used (prefetches '$pfs', prefetch_used '$used')"
+  else
+    note "run (e): $pfs chunks prefetched, $used used, $(stat prefetch_late) uses waited for the copy;" \
+      "fetches $(stat fetches)"
   fi
 fi
 

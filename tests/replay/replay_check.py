@@ -154,11 +154,30 @@ if nv.returncode == 0:
           abs((w["sim_s"] - v["sim_s"]) - (v["bytes_nvme_read"] + v["bytes_nvme_write"]) * (1 / 0.5e9 - 1 / 3.2e9))
           < 0.05 * w["sim_s"],
           "a slower drive moves the same bytes and adds their time (%s)" % (w and w["sim_s"]))
+# Prefetching (--predictor correlation): the second and third iterations
+# repeat the first, so the predictor learns it and fetches ahead; the
+# replay is faster than demand paging, every fetch still counted once.
+pf = run("replay", trace, "--gpu-mem", "64M", "--host-mem", "1G", "--pcie-bw", "1G", "--predictor", "correlation",
+         "--json")
+check(pf.returncode == 0, "replay with --predictor correlation: " + pf.stderr.strip())
+if pf.returncode == 0:
+    q = json.loads(pf.stdout)
+    check(q["predictor"] == "correlation" and q["prefetches"] > 0 and q["coverage"] > 0.5,
+          "prefetches made (%d, coverage %s)" % (q["prefetches"], q["coverage"]))
+    check(q["accuracy"] > 0.9 and q["timeliness"] is not None, "accuracy %s, timeliness %s" % (q["accuracy"], q["timeliness"]))
+    check(q["iter_sim_s"][2] < s["iter_sim_s"][2],
+          "the third iteration is faster with prefetching (%g < %g)" % (q["iter_sim_s"][2], s["iter_sim_s"][2]))
+    check(s["coverage"] is None and s["prefetches"] == 0, "demand paging reports no prefetch (null coverage)")
+    d0 = run("replay", trace, "--gpu-mem", "64M", "--host-mem", "1G", "--pcie-bw", "1G", "--predictor", "correlation",
+             "--prefetch-depth", "0", "--json")
+    check(d0.returncode == 0 and json.loads(d0.stdout)["prefetches"] == 0, "--prefetch-depth 0 prefetches nothing")
 small_nv = run("replay", trace, "--gpu-mem", "64M", "--host-mem", "64M", "--nvme-mem", "8M")
 check(small_nv.returncode == 1, "an NVMe tier too small for the model: exit 1")
 
 for args, what in [((trace, "--gpu-mem", "12Q"), "bad size"), ((trace, "--nvme-mem", "0"), "bad --nvme-mem"),
-                   ((trace, "--nvme-read-bw", "x"), "bad --nvme-read-bw"), ((trace, "--policy", "fifo"), "unknown policy"),
+                   ((trace, "--nvme-read-bw", "x"), "bad --nvme-read-bw"),
+                   ((trace, "--predictor", "oracle"), "unknown predictor"),
+                   ((trace, "--prefetch-depth", "-1"), "bad --prefetch-depth"), ((trace, "--policy", "fifo"), "unknown policy"),
                    ((trace, "--pcie-bw", "-3"), "bad bandwidth"), (("/nonexistent",), "missing file"),
                    ((trace, "--gpu-mem", "1G", "--bogus"), "unknown option"),
                    ((trace, "--unmap-sync", "maybe"), "bad --unmap-sync"),

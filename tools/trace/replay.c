@@ -39,6 +39,7 @@
 #include "internal.h"
 #include "pager.h"
 #include "pager_internal.h"
+#include "predictor.h"
 #include "stats.h"
 #include "trace_io.h"
 
@@ -87,7 +88,10 @@ static void usage(FILE *f) {
           "                        the drive (default 3.2G each); the pager waits for\n"
           "                        its NVMe transfers, so their time is the host's\n"
           "  --policy NAME         eviction policy (lru)\n"
-          "  --predictor NAME      access-order predictor (none)\n"
+          "  --predictor NAME      access-order predictor: none (default, demand fetching)\n"
+          "                        or correlation (prefetch.c: fetch what the next launches\n"
+          "                        use while this one runs)\n"
+          "  --prefetch-depth N    predicted launches to prefetch for (default 8)\n"
           "  --iterations N        replay only the first N iterations\n"
           "  --chunk SIZE          paging unit (default: the trace's, else 2M)\n"
           "  --host-map on|off     on (default, as MT_HOST_MAP=auto with host mappings): a\n"
@@ -212,7 +216,7 @@ static int do_launch(replay_t *r, const mt_trace_launch_t *l, uint64_t dur, uint
   if (rc == 0) {
     pthread_mutex_lock(&r->p->lock);
     mt_stat_add(launches, 1);
-    rc = _mt_launch_regions(r->p, addrs, write, n, s, run_kernel, &k, "replayed launch");
+    rc = _mt_launch_regions(r->p, addrs, write, n, s, l->func ? l->func : 1, run_kernel, &k, "replayed launch");
     pthread_mutex_unlock(&r->p->lock);
   }
   if (addrs != stackbuf) free(addrs);
@@ -235,6 +239,7 @@ int mt_cmd_replay(int argc, char **argv) {
     {"d2h-bw", required_argument, 0, 'D'},   {"nvme-read-bw", required_argument, 0, 'r'},
     {"nvme-write-bw", required_argument, 0, 'w'}, {"policy", required_argument, 0, 'p'},
     {"predictor", required_argument, 0, 'P'}, {"iterations", required_argument, 0, 'i'},
+    {"prefetch-depth", required_argument, 0, 'F'},
     {"chunk", required_argument, 0, 'c'},    {"json", no_argument, 0, 'j'},
     {"host-map", required_argument, 0, 'M'},
     {"unmap-sync", required_argument, 0, 'U'},
@@ -244,7 +249,8 @@ int mt_cmd_replay(int argc, char **argv) {
   };
   uint64_t gpu = 0, host = 0, chunk = 0, iters = UINT64_MAX, nvme_mem = 0;
   double h2d = 25e9, d2h = 25e9, nvme_rd = 3.2e9, nvme_wr = 3.2e9;
-  const char *policy = "lru";
+  const char *policy = "lru", *predictor = "none";
+  unsigned depth = 8;
   bool json = false, host_map = true, unmap_sync = true, writes_aware = false;
   optind = 1;
   int c;
@@ -269,10 +275,15 @@ int mt_cmd_replay(int argc, char **argv) {
         }
         break;
       case 'P':
-        if (strcmp(optarg, "none") != 0) {
-          fprintf(stderr, "mt-trace replay: unknown predictor '%s' (available: none)\n", optarg);
+        if (_mt_predictor_find(optarg) == NULL) {
+          fprintf(stderr, "mt-trace replay: unknown predictor '%s' (available: none, correlation)\n", optarg);
           return 2;
         }
+        predictor = optarg;
+        break;
+      case 'F':
+        bad = _mt_parse_int(optarg, 0, 1024, &iv);
+        if (!bad) depth = (unsigned)iv;
         break;
       case 'i':
         bad = _mt_parse_int(optarg, 1, INT64_MAX, &iv);
@@ -343,7 +354,8 @@ int mt_cmd_replay(int argc, char **argv) {
   _mt_nvme_cfg_t nvc = {.simulate = true, .max_bytes = nvme_mem};
   mt_pager_config_t pc = {.budget = gpu, .host_budget = host, .chunk = chunk,
                           .small_limit = (size_t)1 << 20, .policy = policy, .host_map = host_map,
-                          .nvme = nvme_mem ? &nvc : NULL};
+                          .nvme = nvme_mem ? &nvc : NULL, .predictor = predictor,
+                          .prefetch_depth = depth};
   int rc = r.dev ? _mt_pager_create(r.dev, &pc, &r.p) : -ENOMEM;
   if (rc == 0 && nvme_mem && r.p->nv == NULL) rc = -ENOMEM; /* logged: the host budget is too small */
   if (rc < 0) {
@@ -468,24 +480,35 @@ done:
     double wall = (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) / 1e9;
     uint64_t rss = (uint64_t)ru.ru_maxrss * 1024;
     uint64_t bel = br.fetch_bytes + br.writeback_bytes;
+    /* prefetch: coverage = fetches made ahead / all fetches; accuracy = of
+     * those, used before leaving the GPU; timeliness = of the uses, the
+     * ones whose stream did not wait for the copy */
+    char cov[32] = "null", acc[32] = "null", tim[32] = "null";
+    uint64_t pfs = mt_stat_get(prefetches), used = mt_stat_get(prefetch_used), late = mt_stat_get(prefetch_late);
+    uint64_t all = mt_stat_get(fetches);
+    if (r.p->pf != NULL) {
+      if (all) snprintf(cov, sizeof cov, "%.4f", (double)pfs / (double)all);
+      if (pfs) snprintf(acc, sizeof acc, "%.4f", (double)used / (double)pfs);
+      if (used) snprintf(tim, sizeof tim, "%.4f", used > late ? (double)(used - late) / (double)used : 0.0);
+    }
     if (json) {
       printf("{\"trace\":\"%s\",\"gpu_mem\":%" PRIu64 ",\"host_mem\":%" PRIu64 ",\"h2d_bw\":%.0f,\"d2h_bw\":%.0f,"
-             "\"policy\":\"%s\",\"predictor\":\"none\",\"writes\":\"%s\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
+             "\"policy\":\"%s\",\"predictor\":\"%s\",\"prefetch_depth\":%u,\"writes\":\"%s\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
              "\"stall_s\":%.6f,\"bytes_h2d\":%" PRIu64 ",\"bytes_d2h\":%" PRIu64 ",\"nvme_mem\":%" PRIu64 ","
              "\"nvme_read_bw\":%.0f,\"nvme_write_bw\":%.0f,\"bytes_nvme_read\":%" PRIu64 ","
              "\"bytes_nvme_write\":%" PRIu64 ",\"nvme_spills\":%llu,\"nvme_loads\":%llu,\"nvme_drops\":%llu,\"fetches\":%llu,\"evictions_dirty\":%llu,\"evictions_clean\":%llu,"
              "\"unmap_waits\":%llu,\"belady_bytes\":%" PRIu64 ",\"belady_fetches\":%" PRIu64 ",\"belady_writebacks\":%" PRIu64 ","
              "\"launches\":%" PRIu64 ",\"launches_host_mapped\":%" PRIu64 ",\"host_mapped_bytes\":%" PRIu64 ","
-             "\"iterations\":%" PRIu64 ",\"coverage\":null,\"accuracy\":null,"
-             "\"timeliness\":null,\"replay_wall_s\":%.3f,\"replay_max_rss_bytes\":%" PRIu64 ",",
-             path, (uint64_t)r.p->budget, (uint64_t)r.p->host_budget, h2d, d2h, policy,
+             "\"iterations\":%" PRIu64 ",\"prefetches\":%llu,\"coverage\":%s,\"accuracy\":%s,"
+             "\"timeliness\":%s,\"replay_wall_s\":%.3f,\"replay_max_rss_bytes\":%" PRIu64 ",",
+             path, (uint64_t)r.p->budget, (uint64_t)r.p->host_budget, h2d, d2h, policy, predictor, depth,
              writes_aware ? "aware" : "all", sim_s, ideal_s, pct,
              stall_s, t.bytes_h2d, t.bytes_d2h, nvme_mem, nvme_rd, nvme_wr, t.bytes_nvme_read, t.bytes_nvme_write,
              (unsigned long long)mt_stat_get(nvme_spills), (unsigned long long)mt_stat_get(nvme_loads),
              (unsigned long long)mt_stat_get(nvme_drops), (unsigned long long)mt_stat_get(fetches),
              (unsigned long long)mt_stat_get(evictions_dirty), (unsigned long long)mt_stat_get(evictions_clean),
              (unsigned long long)mt_stat_get(unmap_waits), bel, br.fetches, br.writebacks, r.launches, t.host_mapped_kernels, t.host_mapped_bytes, r.iterations,
-             wall, rss);
+             (unsigned long long)pfs, cov, acc, tim, wall, rss);
       /* per iteration (from ITER records): simulated and ideal seconds */
       printf("\"iter_sim_s\":[");
       for (uint64_t i = 0; i < niter_marked; i++)
@@ -495,8 +518,9 @@ done:
       printf("]}\n");
     } else {
       printf("replay of %s: %" PRIu64 " launches, %" PRIu64 " iteration(s)\n", path, r.launches, r.iterations);
-      printf("  GPU memory %.2f GiB, host %.2f GiB, link %.1f/%.1f GB/s, policy %s, predictor none, writes %s\n",
+      printf("  GPU memory %.2f GiB, host %.2f GiB, link %.1f/%.1f GB/s, policy %s, predictor %s, writes %s\n",
              (double)r.p->budget / (1 << 30), (double)r.p->host_budget / (1 << 30), h2d / 1e9, d2h / 1e9, policy,
+             predictor,
              writes_aware ? "aware (the trace's access kinds)" : "all (every launch writes its footprint)");
       printf("  simulated time   %12.3f s\n", sim_s);
       printf("  ideal time       %12.3f s   (unlimited GPU memory)\n", ideal_s);
@@ -518,7 +542,11 @@ done:
         printf("  NVMe read/write  %12.3f GB   (no NVMe tier: give --nvme-mem)\n", 0.0);
       printf("  Belady bound     %12.3f GB   (%" PRIu64 " fetches, %" PRIu64 " write-backs%s)\n", (double)bel / 1e9,
              br.fetches, br.writebacks, br.infeasible ? "; some launch alone exceeds the memory" : "");
-      printf("  prefetch         n/a (no predictor)\n");
+      if (r.p->pf == NULL)
+        printf("  prefetch         n/a (no predictor)\n");
+      else
+        printf("  prefetch         %llu chunks; coverage %s, accuracy %s, timeliness %s\n", (unsigned long long)pfs,
+               cov, acc, tim);
       for (uint64_t i = 0; i < niter_marked; i++) {
         double is = (double)(iter_end(&r, i) - r.iter_start[i]) / 1e9, ii = (double)r.iter_kernel[i] / 1e9;
         printf("  iteration %-4" PRIu64 " %10.3f s simulated, %10.3f s ideal, %5.1f %% of ideal\n", i, is, ii,

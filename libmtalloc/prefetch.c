@@ -1,0 +1,266 @@
+/*
+ * prefetch.c - the prefetch scheduler: after each launch, fetch what the
+ * predictor says the next launches will use, while the GPU runs this one.
+ *
+ * Concept. Every launch is named by an identity (its function and the
+ * stable keys of its footprint's regions, predictor/regionkey.h) and shown
+ * to the predictor (MT_PREDICTOR). Its walk names the next launches
+ * (MT_PREFETCH_DEPTH of them at most) and their footprints by key; a map
+ * from key to the live region finds them. Then, nearest launch first:
+ *   1. the window: every region the predicted launches use is marked with
+ *      the current operation's epoch, so nothing the prefetch evicts is
+ *      something they need (eligible() in pager.c skips the epoch);
+ *   2. room without waiting: evictions only of chunks no work in flight
+ *      holds (_mt_make_room); when that fails, prefetching stops here;
+ *   3. the region's chunks in host memory or on NVMe are fetched by the
+ *      pager's usual path (never-touched chunks stay untouched), and an
+ *      event recorded after their copies is kept with the region.
+ * A launch or copy that uses a prefetched region makes its stream wait for
+ * that event only (_mt_prefetch_wait), not for every fetch in flight, so a
+ * kernel does not wait for data meant for later kernels. A misprediction
+ * costs link time and maybe an eviction, never correctness: the launch
+ * makes its footprint resident as always.
+ *
+ * Keys. A region's key is fixed at its first use by a launch: the
+ * identity of that launch and the argument slot (its place in the
+ * footprint). Weights keep the key of the launch that first touched them
+ * for their whole life; activations allocated every iteration get the same
+ * key each iteration, because the launch that first touches them does not
+ * change. The identity of the first toucher uses the provisional key of
+ * its slot for regions not keyed yet, and goes on using it for the regions
+ * it keyed (same function, same slot), so that a long-lived region, keyed
+ * in the first iteration, does not change its first toucher's identity in
+ * the second: two iterations are enough to learn from.
+ *
+ * Counters: prefetches (chunks fetched ahead), prefetch_used (of those,
+ * touched by a launch or copy before leaving the GPU), prefetch_late
+ * (uses whose stream had to wait for the prefetch copy).
+ *
+ * Threading: under the pager lock, like the rest of the pager.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mix.h"
+#include "pager_internal.h"
+#include "predictor.h"
+#include "regionkey.h"
+
+#define MIN_CONFIDENCE 0.25 /* below this a predicted launch is not prefetched for */
+
+typedef struct kslot {
+  uint64_t key;
+  mt_region_t *r;
+} kslot_t;
+
+struct mt_prefetch {
+  const mt_predictor_ops_t *ops;
+  mt_predictor_t *pred;
+  unsigned depth;
+  kslot_t *map;              /* key -> live region, open addressing, power-of-two size */
+  size_t cap, n;
+  mt_pred_region_t *regs;    /* scratch: this launch's footprint as keys */
+  size_t cap_regs;
+  mt_pred_launch_t *out;     /* depth predictions */
+};
+
+int _mt_prefetch_open(mt_pager_t *p, const char *predictor, unsigned depth) {
+  const mt_predictor_ops_t *ops = _mt_predictor_find(predictor ? predictor : "none");
+  if (ops == NULL) return -EINVAL;
+  if (ops == &_mt_predictor_none || depth == 0) return 0; /* demand fetching only */
+  mt_prefetch_t *pf = calloc(1, sizeof(*pf));
+  if (pf == NULL) return -ENOMEM;
+  pf->ops = ops;
+  pf->depth = depth;
+  pf->pred = ops->create(NULL);
+  pf->cap = 1024;
+  pf->map = calloc(pf->cap, sizeof(*pf->map));
+  pf->out = calloc(depth, sizeof(*pf->out));
+  if (pf->pred == NULL || pf->map == NULL || pf->out == NULL) {
+    if (pf->pred) ops->destroy(pf->pred);
+    free(pf->map);
+    free(pf->out);
+    free(pf);
+    return -ENOMEM;
+  }
+  p->pf = pf;
+  return 0;
+}
+
+void _mt_prefetch_close(mt_pager_t *p) {
+  mt_prefetch_t *pf = p->pf;
+  if (pf == NULL) return;
+  pf->ops->destroy(pf->pred);
+  free(pf->map);
+  free(pf->regs);
+  free(pf->out);
+  free(pf);
+  p->pf = NULL;
+}
+
+/* ---- key -> region ----------------------------------------------------------- */
+
+static size_t home(const mt_prefetch_t *pf, uint64_t key) {
+  return (size_t)_mt_mix64(key) & (pf->cap - 1);
+}
+
+static kslot_t *map_find(mt_prefetch_t *pf, uint64_t key) {
+  for (size_t i = home(pf, key);; i = (i + 1) & (pf->cap - 1)) {
+    if (pf->map[i].key == key) return &pf->map[i];
+    if (pf->map[i].key == 0) return NULL;
+  }
+}
+
+static void map_put(mt_prefetch_t *pf, uint64_t key, mt_region_t *r);
+
+static int map_grow(mt_prefetch_t *pf) {
+  kslot_t *old = pf->map;
+  size_t oc = pf->cap;
+  kslot_t *nm = calloc(oc * 2, sizeof(*nm));
+  if (nm == NULL) return -ENOMEM;
+  pf->map = nm;
+  pf->cap = oc * 2;
+  pf->n = 0;
+  for (size_t i = 0; i < oc; i++)
+    if (old[i].key != 0 && old[i].r != NULL) map_put(pf, old[i].key, old[i].r);
+  free(old);
+  return 0;
+}
+
+/* The latest region with the key wins: two regions that share a key (same
+ * first toucher and slot) are one to the predictor. */
+static void map_put(mt_prefetch_t *pf, uint64_t key, mt_region_t *r) {
+  if ((pf->n + 1) * 4 > pf->cap * 3 && map_grow(pf) < 0) return; /* no prefetch for it: harmless */
+  size_t i = home(pf, key);
+  while (pf->map[i].key != 0 && pf->map[i].key != key) i = (i + 1) & (pf->cap - 1);
+  if (pf->map[i].key == 0) pf->n++;
+  pf->map[i] = (kslot_t){key, r};
+}
+
+void _mt_prefetch_forget(mt_pager_t *p, mt_region_t *r) {
+  if (r->pf_event != 0) {
+    _mt_event_put(p, r->pf_event);
+    r->pf_event = 0;
+  }
+  mt_prefetch_t *pf = p->pf;
+  if (pf == NULL || r->key == 0) return;
+  kslot_t *k = map_find(pf, r->key);
+  /* the slot stays (no tombstones needed): a NULL region is "unknown" */
+  if (k != NULL && k->r == r) k->r = NULL;
+}
+
+/* ---- the wait ---------------------------------------------------------------- */
+
+int _mt_prefetch_wait(mt_pager_t *p, mt_region_t *r, mt_handle_t s) {
+  if (_mt_capture_active(p)) return 0; /* nothing runs during a capture; the graph launch waits */
+  int q = p->dev->ops->event_query(p->dev, r->pf_event);
+  if (q == 1) {
+    _mt_event_put(p, r->pf_event);
+    r->pf_event = 0;
+    return 0;
+  }
+  mt_stat_add(prefetch_late, 1);
+  return p->dev->ops->stream_wait(p->dev, s, r->pf_event);
+}
+
+/* ---- after a launch ---------------------------------------------------------- */
+
+/* Fetches r's chunks that are in host memory or on NVMe, if room can be
+ * made without waiting. Returns false when it could not (stop prefetching). */
+static bool prefetch_region(mt_pager_t *p, mt_region_t *r, mt_handle_t s) {
+  size_t lack = 0;
+  for (uint32_t i = 0; i < r->nchunks; i++)
+    lack += r->chunks[i].state == CH_HOST || r->chunks[i].state == CH_NVME;
+  if (lack == 0) return true;
+  if (_mt_make_room(p, lack * p->chunk) < 0) return false;
+  p->prefetching = true;
+  int rc = 0;
+  bool any = false;
+  for (uint32_t i = 0; i < r->nchunks && rc == 0;) {
+    uint8_t st = r->chunks[i].state;
+    if (st != CH_HOST && st != CH_NVME) {
+      i++;
+      continue;
+    }
+    uint32_t j = i + 1;
+    while (j < r->nchunks && (r->chunks[j].state == CH_HOST || r->chunks[j].state == CH_NVME)) j++;
+    uintptr_t a = r->addr + (uintptr_t)i * p->chunk;
+    size_t len = (size_t)(j - i) * p->chunk;
+    if (a + len > r->addr + r->size) len = r->addr + r->size - a;
+    rc = _mt_range_resident(p, r, a, len, s, false, false);
+    any = true;
+    i = j;
+  }
+  p->prefetching = false;
+  int fl = _mt_fetch_flush(p);
+  if (any && fl == 0) {
+    mt_handle_t e = _mt_event_get(p);
+    if (e != 0 && p->dev->ops->event_record(p->dev, e, p->h2d) == 0) {
+      if (r->pf_event != 0) _mt_event_put(p, r->pf_event); /* the new one comes later on h2d */
+      r->pf_event = e;
+    } else {
+      if (e != 0) _mt_event_put(p, e);
+      /* no event of its own: its users wait for every fetch, as before */
+      return false;
+    }
+  }
+  return rc == 0 && fl == 0;
+}
+
+void _mt_prefetch_launch(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n, mt_handle_t s) {
+  mt_prefetch_t *pf = p->pf;
+  if (n > pf->cap_regs) {
+    size_t cap = pf->cap_regs ? pf->cap_regs : 16;
+    while (cap < n) cap *= 2;
+    mt_pred_region_t *nr = realloc(pf->regs, cap * sizeof(*nr));
+    if (nr == NULL) return;
+    pf->regs = nr;
+    pf->cap_regs = cap;
+  }
+  /* the identity: function, then each slot's key (provisional when unborn) */
+  uint64_t id = _mt_mix64(func ^ 0x6c61756e6368ull);
+  for (size_t i = 0; i < n; i++) {
+    /* The launch that gave a region its key sees it unborn every time, so
+     * that its identity is the same in the iteration where the region was
+     * born and in later ones (where a long-lived region already has it). */
+    mt_region_t *r = rs[i];
+    bool born_here = r->key == 0 || (r->key_func == func && r->key_slot == i);
+    uint64_t k = born_here ? _mt_regionkey_unborn((uint32_t)i) : r->key;
+    id = _mt_mix64(id ^ k) + i;
+  }
+  if (id == 0) id = 1;
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    mt_region_t *r = rs[i];
+    if (r->key == 0) {
+      r->key = _mt_regionkey_per_iteration(id, (uint32_t)i);
+      r->key_func = func;
+      r->key_slot = (uint32_t)i;
+      map_put(pf, r->key, r);
+    }
+    if (r->kind == REG_SMALL) continue; /* always resident: nothing to prefetch */
+    pf->regs[m++] = (mt_pred_region_t){r->key, r->size};
+  }
+  pf->ops->observe(pf->pred, id, pf->regs, m);
+  if (_mt_capture_active(p)) return; /* no waits, queries or mapping changes now */
+  size_t np = pf->ops->predict(pf->pred, pf->out, pf->depth);
+  /* 1. the window: what the predicted launches use is not evicted for them */
+  size_t use = 0;
+  for (; use < np && pf->out[use].confidence >= MIN_CONFIDENCE; use++) {
+    for (uint32_t k = 0; k < pf->out[use].nregions; k++) {
+      kslot_t *ks = map_find(pf, pf->out[use].regions[k].key);
+      if (ks != NULL && ks->r != NULL && !ks->r->freed) ks->r->epoch = p->epoch;
+    }
+  }
+  /* 2-3. nearest launch first, until room runs out */
+  for (size_t j = 0; j < use; j++) {
+    for (uint32_t k = 0; k < pf->out[j].nregions; k++) {
+      kslot_t *ks = map_find(pf, pf->out[j].regions[k].key);
+      mt_region_t *r = ks ? ks->r : NULL;
+      if (r == NULL || r->freed || r->kind == REG_SMALL || r->escaped || r->hostuse || r->ndevice == r->nchunks)
+        continue;
+      if (!prefetch_region(p, r, s)) return;
+    }
+  }
+}
