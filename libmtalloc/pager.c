@@ -477,7 +477,8 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
         c->region->nclean--;
       }
       c->dirty = false;
-      c->pf = false; /* a prefetch evicted before use was wasted */
+      if (c->pf) c->region->npf--; /* a prefetch evicted before use was wasted */
+      c->pf = false;
       c->state = to_nvme ? CH_NVME : CH_HOST;
       live_move(p, c, CH_DEVICE, c->state, false);
       if (!to_nvme) host_tier_in(p, c);
@@ -670,6 +671,7 @@ static int run_to_device(mt_pager_t *p, mt_chunk_t *cs, int n, const bool *fetch
       }
       if (!p->prefetching) p->fetch_pending = true; /* a prefetch's users wait for its own event */
       c->pf = p->prefetching;
+      c->region->npf += c->pf;
       mt_stat_add(fetches, 1);
       mt_stat_add(bytes_h2d, p->chunk);
       if (p->prefetching) mt_stat_add(prefetches, 1);
@@ -753,6 +755,7 @@ int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len
       p->pol_ops->touch(p->pol, &c->node);
       if (c->pf && !p->prefetching) {
         c->pf = false;
+        r->npf--;
         mt_stat_add(prefetch_used, 1);
       }
       if (write) set_dirty(p, c); /* a host copy it keeps is stale now */

@@ -232,6 +232,7 @@ typedef struct mt_region {
   uint64_t epoch;            /* == pager epoch: part of the operation being prepared */
   uint64_t touched;          /* pager epoch of the last policy touch */
   uint32_t ndevice;          /* chunks DEVICE */
+  uint32_t npf;              /* chunks prefetched and not used since (keeps it off the fast path) */
   uint32_t nclean;           /* chunks DEVICE and not dirty */
   mt_hold_t holds[MT_HOLDS];
   struct mt_region *next_pending; /* deferred-free list */
@@ -350,7 +351,7 @@ static inline size_t _mt_region_bytes(const mt_pager_t *p, const mt_region_t *r)
 #define TOUCH_SLACK 64
 static inline bool _mt_region_hot(const mt_pager_t *p, const mt_region_t *r, bool write) {
   return r->kind == REG_SMALL ||
-         (r->ndevice == r->nchunks && (!write || r->nclean == 0) && p->epoch - r->touched < TOUCH_SLACK);
+         (r->ndevice == r->nchunks && (!write || r->nclean == 0) && r->npf == 0 && p->epoch - r->touched < TOUCH_SLACK);
 }
 
 /* Takes an event from the pool (or creates one); 0 on failure. */
