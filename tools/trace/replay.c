@@ -116,6 +116,7 @@ static void usage(FILE *f) {
           "pct_of_ideal (ideal/sim, %%), stall_s (sim - ideal), bytes_h2d, bytes_d2h,\n"
           "bytes_nvme_read, bytes_nvme_write, fetches, evictions_dirty, evictions_clean,\n"
           "unmap_waits (host waits that ordered an unmap after fetch copies),\n"
+          "stream_wait_s (time the application's streams waited for fetch copies),\n"
           "belady_bytes (bytes MIN eviction with perfect knowledge moves within the same\n"
           "GPU memory, writing back what --writes says is dirty), launches, launches_host_mapped, host_mapped_bytes, iterations, coverage/accuracy/timeliness (null: no\n"
           "prefetcher), replay_wall_s, replay_max_rss_bytes, and per iteration (ITER\n"
@@ -500,7 +501,7 @@ done:
              "\"unmap_waits\":%llu,\"belady_bytes\":%" PRIu64 ",\"belady_fetches\":%" PRIu64 ",\"belady_writebacks\":%" PRIu64 ","
              "\"launches\":%" PRIu64 ",\"launches_host_mapped\":%" PRIu64 ",\"host_mapped_bytes\":%" PRIu64 ","
              "\"iterations\":%" PRIu64 ",\"prefetches\":%llu,\"coverage\":%s,\"accuracy\":%s,"
-             "\"timeliness\":%s,\"replay_wall_s\":%.3f,\"replay_max_rss_bytes\":%" PRIu64 ",",
+             "\"timeliness\":%s,\"stream_wait_s\":%.6f,\"replay_wall_s\":%.3f,\"replay_max_rss_bytes\":%" PRIu64 ",",
              path, (uint64_t)r.p->budget, (uint64_t)r.p->host_budget, h2d, d2h, policy, predictor, depth,
              writes_aware ? "aware" : "all", sim_s, ideal_s, pct,
              stall_s, t.bytes_h2d, t.bytes_d2h, nvme_mem, nvme_rd, nvme_wr, t.bytes_nvme_read, t.bytes_nvme_write,
@@ -508,7 +509,8 @@ done:
              (unsigned long long)mt_stat_get(nvme_drops), (unsigned long long)mt_stat_get(fetches),
              (unsigned long long)mt_stat_get(evictions_dirty), (unsigned long long)mt_stat_get(evictions_clean),
              (unsigned long long)mt_stat_get(unmap_waits), bel, br.fetches, br.writebacks, r.launches, t.host_mapped_kernels, t.host_mapped_bytes, r.iterations,
-             (unsigned long long)pfs, cov, acc, tim, wall, rss);
+             (unsigned long long)pfs, cov, acc, tim, (double)t.stream_wait_ns / 1e9,
+             wall, rss);
       /* per iteration (from ITER records): simulated and ideal seconds */
       printf("\"iter_sim_s\":[");
       for (uint64_t i = 0; i < niter_marked; i++)
