@@ -55,6 +55,14 @@ void _mt_mem_info(size_t *free_bytes, size_t *total);
 /* The context (a CUcontext) and device ordinal the pager's regions live in;
  * only once the pager runs. */
 void _mt_pager_device(uint64_t *ctx, int *ordinal);
+/* The host optimizer's write-back: [addr, addr+n) of a paged region gets
+ * the bytes at src, written into the host copies of its chunks; the device
+ * copies of those chunks are dropped without a copy (stale), so the next
+ * use fetches the new bytes and a clean eviction costs nothing. Waits for
+ * work in flight that uses the region. Small and escaped regions are
+ * written on the device. 0, -ENOENT (not ours), -EINVAL (not inside one
+ * allocation), -EBUSY (a capture is active), -ENOMEM (host budget). */
+int _mt_host_write(uintptr_t addr, const void *src, size_t n);
 /* True when addr lies in the pager's address range. */
 bool _mt_owns(uintptr_t addr);
 

@@ -47,7 +47,8 @@
   X(peak_live_nvme_bytes)  \
   X(prefetches)            \
   X(prefetch_used)         \
-  X(prefetch_late)
+  X(prefetch_late)         \
+  X(host_write_bytes)
 
 typedef struct mt_stats {
 #define MT_STAT_DECL(name) _Atomic uint64_t name;

@@ -254,3 +254,57 @@ Test(nvme_tier, missing_directory_runs_without_the_tier) {
   cr_assert_eq(tot, (4 + 24 - 2) * MiB, "the capacity is GPU + host less a chunk: %zu", tot);
   finish();
 }
+
+/* The host optimizer's write-back (_mt_host_write): new bytes go into the
+ * host copies, device copies are dropped stale, and the next use sees the
+ * new bytes whatever tier each chunk was in; a whole-chunk write needs no
+ * read of the old bytes, a partial one keeps them. */
+static void host_write_case(const char *dirs, int nreg) {
+  start(4, 24, dirs, 0);
+  uint32_t *buf = malloc(REG), *want = malloc(REG), *patch = malloc(REG);
+  uintptr_t a[NREG];
+  for (int i = 0; i < nreg; i++) { /* the first go to host memory (and NVMe), the last stay on the GPU */
+    cr_assert_eq(_mt_alloc(REG, &a[i]), 0);
+    fill(buf, REG, (uint32_t)i + 1);
+    cr_assert_eq(put(a[i], buf, REG), 0, "region %d", i);
+  }
+  fill(patch, REG, 777);
+  for (int i = 0; i < nreg; i++) {
+    /* a partial write across the chunk boundary, then a whole second chunk on odd regions */
+    size_t off = MiB + 4096 * (size_t)i, len = 2 * MiB;
+    cr_assert_eq(_mt_host_write(a[i] + off, patch, len), 0, "region %d", i);
+    if (i % 2) cr_assert_eq(_mt_host_write(a[i] + 2 * MiB, patch, 2 * MiB), 0, "region %d whole chunk", i);
+    mt_region_t *r = _mt_region_of(P, a[i]);
+    cr_assert_eq(r->chunks[0].state == CH_DEVICE || r->chunks[1].state == CH_DEVICE, false,
+                 "region %d: the written chunks left the GPU", i);
+  }
+  uint64_t dirty0 = mt_stat_get(evictions_dirty);
+  for (int i = 0; i < nreg; i++) {
+    size_t off = MiB + 4096 * (size_t)i, len = 2 * MiB;
+    fill(want, REG, (uint32_t)i + 1);
+    memcpy((char *)want + off, patch, len);
+    if (i % 2) memcpy((char *)want + 2 * MiB, patch, 2 * MiB);
+    memset(buf, 0xee, REG);
+    cr_assert_eq(get(buf, a[i], REG), 0);
+    cr_assert(memcmp(buf, want, REG) == 0, "region %d does not read back the written bytes", i);
+  }
+  cr_assert_eq(mt_stat_get(evictions_dirty), dirty0, "reading the written weights back evicts nothing dirty");
+  cr_assert_geq(mt_stat_get(host_write_bytes), (uint64_t)nreg * 2 * MiB);
+  uint32_t small[64];
+  uintptr_t s;
+  cr_assert_eq(_mt_alloc(sizeof small, &s), 0);
+  fill(small, sizeof small, 5);
+  cr_assert_eq(_mt_host_write(s, small, sizeof small), 0, "a small region is written on the device");
+  memset(buf, 0, sizeof small);
+  cr_assert_eq(get(buf, s, sizeof small), 0);
+  cr_assert(memcmp(buf, small, sizeof small) == 0);
+  cr_assert_eq(_mt_host_write(a[0] + REG - 8, patch, 16), -EINVAL, "a write past the allocation is refused");
+  cr_assert_eq(_mt_host_write((uintptr_t)buf, patch, 16), -ENOENT, "not ours");
+  free(buf);
+  free(want);
+  free(patch);
+  finish();
+}
+
+Test(nvme_tier, host_write_three_tiers) { host_write_case(NULL, NREG); }
+Test(nvme_tier, host_write_two_tiers) { host_write_case("/nonexistent/mtalloc-offload", 5); }
