@@ -73,6 +73,7 @@ static uint64_t now_ns(void) {
 
 /* Region counters behind the launch fast path (_mt_range_resident). */
 static void set_dirty(mt_pager_t *p, mt_chunk_t *c) {
+  c->clean_batch = 0; /* a write-behind copy in flight no longer makes it clean */
   if (!c->dirty && c->state == CH_DEVICE) c->region->nclean--;
   c->dirty = true;
   if (c->nv != NULL) _mt_nv_drop(p, c); /* its NVMe copy is stale now */
@@ -176,10 +177,19 @@ static void retained_link(mt_pager_t *p, mt_chunk_t *c) {
   c->retained = true;
 }
 
+static bool clean_done(mt_pager_t *p, uint32_t id, bool wait);
+
+/* A write-behind copy from c may still be in flight: waits for it before
+ * c's device memory or host slot is reused. */
+static void wb_settle(mt_pager_t *p, mt_chunk_t *c) {
+  if (c->wb_batch != 0 && clean_done(p, c->wb_batch, true)) c->wb_batch = 0;
+}
+
 /* Gives c's host copy back to the pool; c must not be HOST (its address
  * would still map the slot). No driver call. */
 static void host_release(mt_pager_t *p, mt_chunk_t *c) {
   if (c->host_addr == 0) return;
+  wb_settle(p, c);
   retained_unlink(c);
   mt_host_slot_t sl = {c->host, c->host_off, c->host_addr};
   _mt_pool_host_put(p, &sl);
@@ -290,6 +300,105 @@ static void sort_by_va(mt_chunk_t **b, int n) {
   }
 }
 
+/* ---- write-behind ---------------------------------------------------------------- */
+
+/* True when write-behind batch id is done (events queried oldest first;
+ * none during a capture); with wait, the host waits for it. */
+static bool clean_done(mt_pager_t *p, uint32_t id, bool wait) {
+  if (id == 0 || id <= p->clean_done_id) return true;
+  while (p->clean_n > 0) {
+    struct mt_clean_batch *b = &p->clean_ring[p->clean_head];
+    if (_mt_capture_active(p)) return false;
+    int q = p->dev->ops->event_query(p->dev, b->ev);
+    if (q != 1 && (!wait || b->id > id || p->dev->ops->event_sync(p->dev, b->ev) < 0)) break;
+    if (b->id > p->clean_done_id) p->clean_done_id = b->id;
+    _mt_event_put(p, b->ev);
+    p->clean_head = (p->clean_head + 1) % 8;
+    p->clean_n--;
+  }
+  return id <= p->clean_done_id;
+}
+
+/* c's write-behind copy is done: its host copy holds its bytes. */
+static bool cleaned(mt_pager_t *p, mt_chunk_t *c, bool wait) {
+  if (!c->dirty || c->clean_batch == 0 || !clean_done(p, c->clean_batch, wait)) return false;
+  c->dirty = false;
+  c->clean_batch = 0;
+  c->wb_batch = 0;
+  c->region->nclean++;
+  mt_stat_add(write_behind_used, 1);
+  return true;
+}
+
+typedef struct wb_ctx {
+  mt_pager_t *p;
+  mt_chunk_t **out;
+  int n, max;
+} wb_ctx_t;
+
+/* The walk from the coldest chunk: collects dirty chunks free to copy. */
+static bool wb_pick(mt_policy_node_t *nd, void *arg) {
+  wb_ctx_t *w = arg;
+  mt_chunk_t *c = container_of_chunk(nd);
+  mt_region_t *r = c->region;
+  if (!c->dirty || c->clean_batch != 0 || r->escaped || r->freed || r->epoch == w->p->epoch ||
+      c->epoch == w->p->epoch || region_held(w->p, r, false))
+    return false;
+  w->out[w->n++] = c;
+  return w->n >= w->max; /* true ends the walk */
+}
+
+size_t _mt_write_behind(mt_pager_t *p, size_t bytes) {
+  if (_mt_capture_active(p)) return 0;
+  clean_done(p, p->clean_done_id + 1, false); /* retire finished batches */
+  if (p->clean_n == 8) return 0;
+  size_t free_slots = p->host_budget > p->host_used ? (p->host_budget - p->host_used) / p->chunk : 0;
+  size_t max = bytes / p->chunk;
+  if (max > free_slots) max = free_slots;
+  if (max > EVICT_BATCH) max = EVICT_BATCH;
+  if (max == 0) return 0;
+  mt_chunk_t *cs[EVICT_BATCH];
+  wb_ctx_t w = {p, cs, 0, (int)max};
+  (void)p->pol_ops->victim(p->pol, wb_pick, &w);
+  if (w.n == 0) return 0;
+  mt_handle_t ev = _mt_event_get(p);
+  if (ev == 0) return 0;
+  uint32_t id = ++p->clean_next_id;
+  int started = 0;
+  uint64_t t = _mt_trace_on() ? _mt_trace_now() : 0;
+  for (int i = 0; i < w.n; i++) {
+    mt_chunk_t *c = cs[i];
+    if (c->host_addr == 0 && host_get_ex(p, c, false) < 0) break;
+    if (p->dev->ops->copy(p->dev, c->host_addr, chunk_va(p, c), p->chunk, p->d2h) < 0) break;
+    c->clean_batch = c->wb_batch = id;
+    retained_link(p, c);
+    started++;
+    mt_stat_add(write_behind, 1);
+    mt_stat_add(bytes_d2h, p->chunk);
+    if (_mt_trace_on()) _mt_trace_copy(MT_TR_D2H, true, 0, p->chunk, t, t);
+  }
+  if (started > 0 && p->dev->ops->event_record(p->dev, ev, p->d2h) == 0) {
+    unsigned at = (p->clean_head + p->clean_n) % 8;
+    p->clean_ring[at] = (struct mt_clean_batch){id, ev};
+    p->clean_n++;
+    return (size_t)started * p->chunk;
+  }
+  _mt_event_put(p, ev);
+  if (started == 0) return 0;
+  /* no event to tell when: wait now (rare); what the wait covers is done */
+  int rc = p->dev->ops->event_record(p->dev, p->ev_evict, p->d2h);
+  if (rc == 0) rc = p->dev->ops->event_sync(p->dev, p->ev_evict);
+  for (int i = 0; i < started; i++) {
+    if (rc == 0 && cs[i]->dirty) { /* done: clean now */
+      cs[i]->dirty = false;
+      cs[i]->region->nclean++;
+    }
+    cs[i]->clean_batch = 0;
+    if (rc == 0) cs[i]->wb_batch = 0;
+  }
+  return 0;
+}
+
 /* ---- spill: HOST -> NVMe ------------------------------------------------------- */
 
 /* A HOST chunk may go to NVMe unless the operation being prepared uses it,
@@ -356,10 +465,25 @@ static int host_spill(mt_pager_t *p, size_t need) {
  * still holds (no host wait for them). Returns 0, or -E2BIG when nothing
  * more can be evicted. */
 static void reap_pending(mt_pager_t *p, bool wait);
+static void reap_for(mt_pager_t *p, size_t need);
+
+/* A victim stays on the device after all: back in the policy, and its host
+ * copy back on the retained list. */
+static void unpick(mt_pager_t *p, mt_chunk_t *c) {
+  p->pol_ops->insert(p->pol, &c->node);
+  if (c->host_addr != 0) retained_link(p, c);
+}
 
 static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
-  /* Freed regions whose stream work is done give their memory first. */
+  /* Freed regions give their memory first: those whose stream work is
+   * done, then (where waiting is allowed: not for a launch's whole
+   * footprint at once, nor for a prefetch) the oldest ones, waiting for
+   * their streams: the kernel that last used a freed buffer is usually the
+   * one running, and waiting for it costs less than evicting live data
+   * (a copy out now and a fetch back later). */
   if (p->used + need > p->budget && p->pending) reap_pending(p, false);
+  if (p->used + need > p->budget && p->pending && may_wait && !p->prefetching && !_mt_capture_active(p))
+    reap_for(p, need);
   bool reaped = false;
   while (p->used + need > p->budget) {
     mt_chunk_t *batch[EVICT_BATCH];
@@ -381,6 +505,10 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
       mt_chunk_t *c = container_of_chunk(node);
       if (vc.wait && region_held(p, c->region, true)) return -EIO;
       p->pol_ops->remove(p->pol, node); /* out of the way of the next pick */
+      /* and of host_get's drop of retained copies, which would take the
+       * host copy this eviction relies on (a clean victim is skipped by the
+       * copy loop before a later victim's host_get runs) */
+      retained_unlink(container_of_chunk(node));
       batch[n++] = c;
       freed += p->chunk;
       vc.wait = false;
@@ -394,6 +522,7 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
       mt_chunk_t *c = batch[i];
+      cleaned(p, c, true); /* a write-behind copy in flight: wait for it, not a second copy */
       if (!c->dirty && (c->host_addr != 0 || c->nv != NULL)) { /* a valid copy is kept */
         if (c->host_addr == 0 || _mt_verify_clean(p, c) == 0) continue;
         set_dirty(p, c); /* MT_VERIFY_CLEAN: written against mt_advise, or unchecked: keep it */
@@ -402,7 +531,7 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
         if (rc != -ENOMEM || i == 0) break;
         /* Host memory for part of the batch only: evict those, return the
          * rest to the policy, go round again. */
-        for (int k = i; k < n; k++) p->pol_ops->insert(p->pol, &batch[k]->node);
+        for (int k = i; k < n; k++) unpick(p, batch[k]);
         n = i;
         rc = 0;
         break;
@@ -418,15 +547,16 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
     }
     if (rc < 0) { /* nothing lost: put them back as they were */
       if (copied) p->dev->ops->event_sync(p->dev, p->ev_evict);
-      for (int i = 0; i < n; i++) p->pol_ops->insert(p->pol, &batch[i]->node);
+      for (int i = 0; i < n; i++) unpick(p, batch[i]);
       return rc;
     }
     /* Mapping changes by runs of adjacent victims: one unmap per run, the
      * device memory back to the pool (no release), each host copy mapped
      * at its chunk (each is its own slot), one set_access per run. The
      * unmaps come after any fetch copy still in flight (unmapfence.c). */
-    if ((rc = _mt_unmap_fence(p)) < 0) {
-      for (int i = 0; i < n; i++) p->pol_ops->insert(p->pol, &batch[i]->node);
+    rc = _mt_unmap_fence(p);
+    if (rc < 0) {
+      for (int i = 0; i < n; i++) unpick(p, batch[i]);
       return rc;
     }
     sort_by_va(batch, n);
@@ -477,6 +607,7 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
         c->region->nclean--;
       }
       c->dirty = false;
+      c->clean_batch = c->wb_batch = 0; /* any write-behind copy ran before the ev_evict sync */
       if (c->pf) c->region->npf--; /* a prefetch evicted before use was wasted */
       c->pf = false;
       c->state = to_nvme ? CH_NVME : CH_HOST;
@@ -993,6 +1124,8 @@ int _mt_host_write(uintptr_t addr, const void *src, size_t n) {
       bool whole = lo == cs && hi == cs + chunk_data(p, c);
       /* the chunk's current bytes into a host copy, unless all are replaced */
       if (c->state == CH_DEVICE) {
+        cleaned(p, c, true);
+        wb_settle(p, c); /* no write-behind copy into the host slot under ours */
         bool current = c->host_addr != 0 && !c->dirty; /* its host copy holds its bytes */
         if (c->host_addr == 0 && (rc = host_get(p, c)) < 0) break;
         if (!whole && !current) {
@@ -1078,6 +1211,7 @@ static void region_destroy(mt_pager_t *p, mt_region_t *r) {
    * after any fetch copy in flight (unmapfence.c; on error the unmaps go
    * ahead: the region is gone either way) */
   bool fenced = false;
+  for (uint32_t i = 0; i < r->nchunks; i++) wb_settle(p, &r->chunks[i]); /* copies reading them */
   for (uint32_t i = 0; i < r->nchunks;) {
     if (!chunk_mapped(p, &r->chunks[i])) {
       i++;
@@ -1140,6 +1274,26 @@ static void reap_pending(mt_pager_t *p, bool wait) {
       pp = &r->next_pending;
     }
   }
+}
+
+/* Waits, oldest first, for the stream work of freed regions that hold
+ * device memory until their chunks cover need, then destroys every pending
+ * region whose work is done. */
+static void reap_for(mt_pager_t *p, size_t need) {
+  size_t n = 0;
+  for (mt_region_t *r = p->pending; r != NULL; r = r->next_pending) n++;
+  mt_region_t *stack[64], **v = n <= 64 ? stack : malloc(n * sizeof(*v));
+  if (v == NULL) return;
+  size_t k = 0;
+  for (mt_region_t *r = p->pending; r != NULL; r = r->next_pending) v[k++] = r; /* newest first */
+  size_t over = p->used + need - p->budget, got = 0;
+  for (size_t i = n; i-- > 0 && got < over;) {
+    mt_region_t *r = v[i];
+    if (r->kind == REG_SMALL || r->ndevice == 0) continue; /* gives no paged device memory */
+    if (!region_held(p, r, true)) got += (size_t)r->ndevice * p->chunk;
+  }
+  if (v != stack) free(v);
+  reap_pending(p, false); /* the ones just waited for, and any others done by now */
 }
 
 static void regions_changed(int delta) {

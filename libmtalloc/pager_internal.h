@@ -189,6 +189,11 @@ uint64_t _mt_stream_seq(mt_pager_t *p, uint32_t si);
 /* 1 when the hold's work has completed, 0 when not (wait=false), <0 error.
  * With wait=true, waits for it on the host. */
 int _mt_hold_done(mt_pager_t *p, const mt_hold_t *h, bool wait);
+/* A checkpoint after the operation just forwarded on si (finished ones
+ * dropped first): later questions about it get an exact answer, not one
+ * about everything forwarded by then. Used when prefetching, where the
+ * room a prefetch may take depends on which holds have ended. */
+void _mt_stream_mark(mt_pager_t *p, uint32_t si);
 /* Forgets a destroyed stream handle (its pending holds stay answerable). */
 void _mt_stream_retire(mt_pager_t *p, mt_handle_t s);
 void _mt_streams_fini(mt_pager_t *p);
@@ -204,6 +209,10 @@ typedef struct mt_chunk {
   bool dirty;                /* DEVICE: the device copy is newer than any host copy */
   bool retained;             /* on the pager's retained list (DEVICE with a host copy) */
   bool pf;                   /* fetched ahead by the prefetcher, not used since */
+  uint32_t clean_batch;      /* DEVICE and dirty: a write-behind copy of it to its host copy is
+                              * in flight in this batch (clean once it is done); 0 = none */
+  uint32_t wb_batch;         /* the last write-behind batch that copies from it: its device
+                              * memory and host slot are not reused before it is done */
   mt_handle_t dev;           /* DEVICE: physical device memory */
   mt_handle_t host;          /* host copy: its slab's handle (host-mapped) or 0 */
   size_t host_off;           /* host copy: its offset in that slab */
@@ -313,6 +322,11 @@ struct mt_pager {
                               * replays (stats live_*_bytes) */
   struct mt_nvtier *nv;      /* tier_nvme.c; NULL: no NVMe tier */
   struct mt_prefetch *pf;    /* prefetch.c; NULL: demand fetching only */
+  /* write-behind (pager.c): batches of copies that clean dirty chunks ahead
+   * of their eviction, oldest first; ids grow, done_id: all up to it done */
+  struct mt_clean_batch { uint32_t id; mt_handle_t ev; } clean_ring[8];
+  unsigned clean_head, clean_n;
+  uint32_t clean_next_id, clean_done_id;
   bool prefetching;          /* the fetches being made are a prefetch's */
 
   /* graph.c */
@@ -406,6 +420,11 @@ int _mt_region_use_in_place(mt_pager_t *p, mt_region_t *r, size_t *host_bytes);
  * so that a kernel reaching it through a pointer no scan sees is slow, not
  * wrong. Called before each launch is forwarded. */
 void _mt_back_fresh(mt_pager_t *p);
+/* Write-behind: copies up to `bytes` of the coldest dirty device chunks
+ * that no work in flight holds (and that the operation being prepared does
+ * not use) to host copies, without waiting, so that their eviction later
+ * costs no copy. Only free host slots are used. Returns the bytes started. */
+size_t _mt_write_behind(mt_pager_t *p, size_t bytes);
 /* Marks r escaped: made resident now, never evicted. */
 int _mt_region_escape(mt_pager_t *p, mt_region_t *r, mt_handle_t s);
 

@@ -32,6 +32,11 @@
  * in the first iteration, does not change its first toucher's identity in
  * the second: two iterations are enough to learn from.
  *
+ * Write-behind: the window's missing bytes tell how much will be evicted
+ * soon; about twice that of the coldest dirty chunks is copied to host
+ * memory now (_mt_write_behind, pager.c), on the d2h link while the GPU
+ * computes, so that those evictions later need no copy and no wait.
+ *
  * Counters: prefetches (chunks fetched ahead), prefetch_used (of those,
  * touched by a launch or copy before leaving the GPU), prefetch_late
  * (uses whose stream had to wait for the prefetch copy).
@@ -173,8 +178,11 @@ static bool prefetch_region(mt_pager_t *p, mt_region_t *r, mt_handle_t s) {
   for (uint32_t i = 0; i < r->nchunks; i++)
     lack += r->chunks[i].state == CH_HOST || r->chunks[i].state == CH_NVME;
   if (lack == 0) return true;
-  if (_mt_make_room(p, lack * p->chunk) < 0) return false;
-  p->prefetching = true;
+  p->prefetching = true; /* no waits: not even for freed regions (pager.c) */
+  if (_mt_make_room(p, lack * p->chunk) < 0) {
+    p->prefetching = false;
+    return false;
+  }
   int rc = 0;
   bool any = false;
   for (uint32_t i = 0; i < r->nchunks && rc == 0;) {
@@ -253,6 +261,17 @@ void _mt_prefetch_launch(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t 
       if (ks != NULL && ks->r != NULL && !ks->r->freed) ks->r->epoch = p->epoch;
     }
   }
+  /* Write-behind: the window lacks `lack` bytes on the GPU; copy out about
+   * twice that of the coldest dirty chunks now, on the d2h link, so that
+   * the evictions that make room for them later copy nothing. */
+  size_t lack = 0;
+  for (size_t j = 0; j < use; j++) {
+    for (uint32_t k = 0; k < pf->out[j].nregions; k++) {
+      kslot_t *ks = map_find(pf, pf->out[j].regions[k].key);
+      mt_region_t *r = ks ? ks->r : NULL;
+      if (r != NULL && !r->freed && r->kind != REG_SMALL) lack += (size_t)(r->nchunks - r->ndevice) * p->chunk;
+    }
+  }
   /* 2-3. nearest launch first, until room runs out */
   for (size_t j = 0; j < use; j++) {
     for (uint32_t k = 0; k < pf->out[j].nregions; k++) {
@@ -260,7 +279,11 @@ void _mt_prefetch_launch(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t 
       mt_region_t *r = ks ? ks->r : NULL;
       if (r == NULL || r->freed || r->kind == REG_SMALL || r->escaped || r->hostuse || r->ndevice == r->nchunks)
         continue;
-      if (!prefetch_region(p, r, s)) return;
+      if (!prefetch_region(p, r, s)) goto behind;
     }
   }
+behind:
+  /* after the prefetch: the coldest dirty chunks left are the next ones
+   * its evictions will take */
+  if (lack > 0) _mt_write_behind(p, lack * 2 < p->budget / 4 ? lack * 2 : p->budget / 4);
 }

@@ -48,7 +48,9 @@
   X(prefetches)            \
   X(prefetch_used)         \
   X(prefetch_late)         \
-  X(host_write_bytes)
+  X(host_write_bytes)      \
+  X(write_behind)          \
+  X(write_behind_used)
 
 typedef struct mt_stats {
 #define MT_STAT_DECL(name) _Atomic uint64_t name;

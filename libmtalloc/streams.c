@@ -180,6 +180,16 @@ int _mt_hold_done(mt_pager_t *p, const mt_hold_t *h, bool wait) {
   return 0;
 }
 
+void _mt_stream_mark(mt_pager_t *p, uint32_t si) {
+  if (si == 0 || _mt_capture_active(p)) return;
+  mt_stream_ent_t *e = p->streams[si];
+  if (per_thread(e->h) || e->h == RETIRED_HANDLE || p->dev->ops->stream_capturing(p->dev, e->h)) return;
+  /* drop the checkpoints already passed, so the ring keeps recent ones */
+  while (e->count > 0 && p->dev->ops->event_query(p->dev, e->cp[e->head].ev) == 1) pop_through(p, e, 0);
+  if (e->count > 0 && e->cp[(e->head + e->count - 1) % RING].seq == e->seq) return;
+  (void)checkpoint(p, e); /* a failure: holds are answered the slow way */
+}
+
 void _mt_stream_retire(mt_pager_t *p, mt_handle_t s) {
   s = norm(s);
   for (uint32_t i = 1; i < p->nstreams; i++) {

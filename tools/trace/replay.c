@@ -500,7 +500,7 @@ done:
              "\"bytes_nvme_write\":%" PRIu64 ",\"nvme_spills\":%llu,\"nvme_loads\":%llu,\"nvme_drops\":%llu,\"fetches\":%llu,\"evictions_dirty\":%llu,\"evictions_clean\":%llu,"
              "\"unmap_waits\":%llu,\"belady_bytes\":%" PRIu64 ",\"belady_fetches\":%" PRIu64 ",\"belady_writebacks\":%" PRIu64 ","
              "\"launches\":%" PRIu64 ",\"launches_host_mapped\":%" PRIu64 ",\"host_mapped_bytes\":%" PRIu64 ","
-             "\"iterations\":%" PRIu64 ",\"prefetches\":%llu,\"coverage\":%s,\"accuracy\":%s,"
+             "\"iterations\":%" PRIu64 ",\"prefetches\":%llu,\"write_behind\":%llu,\"write_behind_used\":%llu,\"coverage\":%s,\"accuracy\":%s,"
              "\"timeliness\":%s,\"stream_wait_s\":%.6f,\"replay_wall_s\":%.3f,\"replay_max_rss_bytes\":%" PRIu64 ",",
              path, (uint64_t)r.p->budget, (uint64_t)r.p->host_budget, h2d, d2h, policy, predictor, depth,
              writes_aware ? "aware" : "all", sim_s, ideal_s, pct,
@@ -509,7 +509,8 @@ done:
              (unsigned long long)mt_stat_get(nvme_drops), (unsigned long long)mt_stat_get(fetches),
              (unsigned long long)mt_stat_get(evictions_dirty), (unsigned long long)mt_stat_get(evictions_clean),
              (unsigned long long)mt_stat_get(unmap_waits), bel, br.fetches, br.writebacks, r.launches, t.host_mapped_kernels, t.host_mapped_bytes, r.iterations,
-             (unsigned long long)pfs, cov, acc, tim, (double)t.stream_wait_ns / 1e9,
+             (unsigned long long)pfs, (unsigned long long)mt_stat_get(write_behind),
+             (unsigned long long)mt_stat_get(write_behind_used), cov, acc, tim, (double)t.stream_wait_ns / 1e9,
              wall, rss);
       /* per iteration (from ITER records): simulated and ideal seconds */
       printf("\"iter_sim_s\":[");

@@ -251,8 +251,11 @@ void synth_emit_free(synth_emit_t *e, uint32_t t) {
          x->persistent ? "persistent" : x->state == T_NEW ? "not allocated" : "already freed");
     return;
   }
+  /* Stream-ordered, as a framework frees a tensor (PyTorch's caching
+   * allocator, cuMemFreeAsync): the memory is reusable once the work
+   * queued before the free has run, and the host does not wait. */
   mt_trace_free_t fr = {
-      .h = {.type = MT_TR_FREE, .size = sizeof fr, .t_ns = e->now},
+      .h = {.type = MT_TR_FREE, .flags = MT_TRF_ASYNC, .size = sizeof fr, .t_ns = e->now},
       .region = x->region,
   };
   put(e, &fr.h);
