@@ -106,6 +106,9 @@ typedef enum mt_opt_type {
   X(OPTIMIZER_COMPRESSION, CHOICE, "none", 0, 0, "none|8bit|4bit|2bit", "",       \
     "storage format of host optimizer state (C API only, not wired to PyTorch yet): " \
     "FP32, or block-wise 8/4-bit m and v (2bit: experimental); tensors under 4096 elements stay FP32")                                      \
+  X(OPTIM_KERNEL, CHOICE, "auto", 0, 0, "auto|scalar|avx2|avx512|mkl", "",           \
+    "host optimizer kernel (C API only): auto = the widest this CPU has; a forced kernel the " \
+    "CPU lacks makes optimizer creation fail; mkl = torch's own MKL square root")  \
   X(SHOW_CONFIG, BOOL, "off", 0, 0, "", "",                                        \
     "print the effective options table at start")
 

@@ -111,7 +111,7 @@ typedef enum mt_dtype {
 } mt_dtype_t;
 
 enum { /* mt_optim_params_t.kernel */
-  MT_OPTIM_KERNEL_AUTO = 0, /* the widest this CPU has */
+  MT_OPTIM_KERNEL_AUTO = 0, /* MT_OPTIM_KERNEL (default auto: the widest this CPU has) */
   MT_OPTIM_KERNEL_SCALAR = 1,
   MT_OPTIM_KERNEL_AVX2 = 2,
   MT_OPTIM_KERNEL_AVX512 = 3,
