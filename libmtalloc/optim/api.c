@@ -80,6 +80,11 @@ MT_API int mt_optim_register(mt_optim_t *o, void *weights, size_t count, mt_dtyp
   return _mt_optim_add(o->o, weights, count, (int)dtype, grad);
 }
 
+MT_API int mt_optim_register_grad(mt_optim_t *o, void *weights, size_t count, mt_dtype_t dtype,
+                                  const void *grad, mt_dtype_t grad_dtype) {
+  return _mt_optim_add_grad(o->o, weights, count, (int)dtype, grad, (int)grad_dtype);
+}
+
 MT_API int mt_optim_step(mt_optim_t *o, int param, float clip_coef) {
   return _mt_optim_step(o->o, param, clip_coef);
 }
@@ -87,6 +92,10 @@ MT_API int mt_optim_step(mt_optim_t *o, int param, float clip_coef) {
 MT_API int mt_optim_wait(mt_optim_t *o) {
   _mt_optim_wait(o->o);
   return 0;
+}
+
+MT_API int mt_optim_grad_norm(mt_optim_t *o, float *total_norm) {
+  return _mt_optim_grad_norm(o->o, total_norm);
 }
 
 MT_API float mt_optim_clip_coef(float total_norm, double max_norm) {

@@ -351,8 +351,11 @@ void _mt_adam_kernel_q_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t
     decode_block(m, mmap, mb, b, e);
     decode_block(v, vmap, vb, b, e);
     /* the block as its own tensor: adam.h's arithmetic, element by element */
-    _mt_adam_args_t blk = {.p = a->p + b, .g = a->g + b, .m = mb, .v = vb, .vmax = NULL,
-                           .out = NULL};
+    _mt_adam_args_t blk = _mt_adam_args_at(a, b);
+    blk.m = mb;
+    blk.v = vb;
+    blk.vmax = NULL;
+    blk.out = NULL;
     _mt_adam_kernel_scalar(s, &blk, 0, e - b);
     encode_block(m, mmap, mlen, mb, b, e);
     encode_block(v, vmap, vlen, vb, b, e);
@@ -560,8 +563,11 @@ AVX2 void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_arg
     size_t e = end - b < _MT_CODEC_BLOCK ? end : b + _MT_CODEC_BLOCK;
     decode_block_avx2(m, mmap, mb, b, e);
     decode_block_avx2(v, vmap, vb, b, e);
-    _mt_adam_args_t blk = {.p = a->p + b, .g = a->g + b, .m = mb, .v = vb, .vmax = NULL,
-                           .out = NULL};
+    _mt_adam_args_t blk = _mt_adam_args_at(a, b);
+    blk.m = mb;
+    blk.v = vb;
+    blk.vmax = NULL;
+    blk.out = NULL;
     _mt_adam_kernel_avx2(s, &blk, 0, e - b);
     encode_block_avx2(m, mmap, mlen, mlut, walk_up[mi][1], walk_down[mi][1], mbc, thr8p[1], mb, b,
                       e);
