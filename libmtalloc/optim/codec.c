@@ -34,6 +34,7 @@
  * Threading: pure functions over disjoint block ranges.
  */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -165,6 +166,39 @@ static void build_thresholds(float *thr, const float *map, unsigned len) {
   }
 }
 
+/* The 4-bit encode without a division (encode4_block_avx2). For the y =
+ * x / a the scalar encode compares, y >= t holds exactly when x is at least
+ * X(t, a) = the smallest float x with fl(x / a) >= t (division by a > 0 is
+ * monotone), and X is found without dividing: fl(x / a) >= t iff the real
+ * x / a lies above the midpoint h between t and the float below it, or on
+ * it when the tie rounds to t (t's significand even). So X is the smallest
+ * float above a * h, or at it for an even t; a * h is exact in double (24
+ * by 25 significant bits), so one product and one rounding give X exactly.
+ * thr4_mid[s][k] is h and thr4_even[s][k] the tie flag, with the 15
+ * thresholds in the order the vector search wants them (Q4_ORDER): the 8
+ * of its last level, the 4 of its third, then 3, 11, 7, and a pad. */
+static double thr4_mid[2][16] __attribute__((aligned(32)));
+static int64_t thr4_even[2][16] __attribute__((aligned(32)));
+static int thr4_xspace; /* every 4-bit threshold finite and non-zero: the above holds */
+static const int Q4_ORDER[16] = {0, 2, 4, 6, 8, 10, 12, 14, 1, 5, 9, 13, 3, 11, 7, 7};
+
+static void build_thr4_mid(void) {
+  thr4_xspace = 1;
+  for (int s = 0; s < 2; s++)
+    for (int k = 0; k < 16; k++) {
+      float t = thr4[s][Q4_ORDER[k]];
+      if (!isfinite(t) || t == 0.0f) {
+        thr4_xspace = 0; /* not with these maps; the division path stays */
+        continue;
+      }
+      float below = funkey(fkey(t) - 1); /* the next float down in value */
+      uint32_t tb;
+      memcpy(&tb, &t, 4);
+      thr4_mid[s][k] = ((double)below + (double)t) / 2; /* exact in double */
+      thr4_even[s][k] = (tb & 1) == 0 ? -1 : 0;
+    }
+}
+
 static void build_all(void) {
   for (int s = 0; s < 2; s++) {
     build(map8[s], 8, s);
@@ -181,6 +215,7 @@ static void build_all(void) {
     thr8p[s][0] = -INFINITY;
     thr8p[s][256] = NAN;
   }
+  build_thr4_mid();
 }
 
 static const uint8_t *lut_of(int bits, int is_signed) {
@@ -543,6 +578,120 @@ AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned 
   }
 }
 
+/* X(t_k, a) for the 15 4-bit thresholds of map s (see thr4_mid), into
+ * xt[16] in Q4_ORDER: the float nearest a * h, moved one step up when it
+ * lies below a * h, or on it for an odd t. A step up from a float f is
+ * bits + 1 for f >= +0 and bits - 1 for f < 0 (toward zero); f = -0 never
+ * steps (a * h < 0 rounds to -0 only when a * h is above it). */
+AVX2 static void x_thresholds4(int s, float a, float *xt) {
+  const __m256d va = _mm256_set1_pd((double)a);
+  const __m256i lo32 = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+  for (int k = 0; k < 16; k += 4) {
+    __m256d ah = _mm256_mul_pd(va, _mm256_load_pd(thr4_mid[s] + k));
+    __m128 f = _mm256_cvtpd_ps(ah);
+    __m256d fd = _mm256_cvtps_pd(f);
+    __m256d up = _mm256_or_pd(
+        _mm256_cmp_pd(fd, ah, _CMP_LT_OQ),
+        _mm256_andnot_pd(_mm256_castsi256_pd(_mm256_load_si256((const __m256i *)(thr4_even[s] + k))),
+                         _mm256_cmp_pd(fd, ah, _CMP_EQ_OQ)));
+    __m128i up32 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(_mm256_castpd_si256(up), lo32));
+    __m128i fi = _mm_castps_si128(f);
+    __m128i step = _mm_or_si128(_mm_srai_epi32(fi, 31), _mm_set1_epi32(1));
+    _mm_storeu_si128((__m128i *)(xt + k), _mm_add_epi32(fi, _mm_and_si128(step, up32)));
+  }
+}
+
+/* The code of 8 elements x: the count of thresholds x reaches, by a
+ * four-level binary search over the ascending X (x_thresholds4 is monotone
+ * in t): 7; then 3 or 11; then one of 1, 5, 9, 13 (r4); then one of the
+ * even ones (r8). A NaN reaches none (0); the caller patches NaN lanes. */
+AVX2 static inline __m256i search4(__m256 x, __m256 r8, __m256 r4, __m256 b3, __m256 b11,
+                                   __m256 b7) {
+  __m256 ge = _mm256_cmp_ps(x, b7, _CMP_GE_OQ);
+  __m256i idx = _mm256_srli_epi32(_mm256_castps_si256(ge), 31);
+  ge = _mm256_cmp_ps(x, _mm256_blendv_ps(b3, b11, ge), _CMP_GE_OQ);
+  idx = _mm256_add_epi32(_mm256_add_epi32(idx, idx), _mm256_srli_epi32(_mm256_castps_si256(ge), 31));
+  ge = _mm256_cmp_ps(x, _mm256_permutevar8x32_ps(r4, idx), _CMP_GE_OQ);
+  idx = _mm256_add_epi32(_mm256_add_epi32(idx, idx), _mm256_srli_epi32(_mm256_castps_si256(ge), 31));
+  ge = _mm256_cmp_ps(x, _mm256_permutevar8x32_ps(r8, idx), _CMP_GE_OQ);
+  return _mm256_add_epi32(_mm256_add_epi32(idx, idx), _mm256_srli_epi32(_mm256_castps_si256(ge), 31));
+}
+
+/* A whole 4-bit block (128 elements) of x into q, bit-identical to
+ * encode_block_avx2 (and so to the scalar encode) without dividing: the
+ * codes come from comparing x itself with the thresholds moved to x's
+ * scale (x_thresholds4). Blocks whose absmax is 0 or not finite, where
+ * y = x / absmax is not a monotone function of x alone (0 / 0, x / inf),
+ * and vectors holding a NaN (whose code is the LUT guess of the NaN y),
+ * take the division path. Codes are packed 64 at a time: two packs
+ * narrow 8 vectors of codes to bytes, a permute restores their order, and
+ * a multiply-add joins each pair of bytes into one (lo | hi << 4). */
+AVX2 static void encode4_block_avx2(_mt_qtensor_t *q, const float *map, const uint8_t *lut,
+                                    const __m256 *bc, const float *x, size_t b) {
+  __m256 vmax = _mm256_setzero_ps();
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int i = 0; i < _MT_CODEC_BLOCK; i += 8)
+    vmax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), absmask), vmax);
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+  float amax = _mm_cvtss_f32(h); /* max is order-free on non-NaN lanes */
+  if (!(amax > 0 && amax <= FLT_MAX)) {
+    encode_block_avx2(q, map, 16, lut, 0, 0, bc, NULL, x, b, b + _MT_CODEC_BLOCK);
+    return;
+  }
+  q->scales[b / _MT_CODEC_BLOCK] = amax;
+  float xt[16] __attribute__((aligned(32)));
+  x_thresholds4(q->is_signed, amax, xt);
+  const __m256 r8 = _mm256_load_ps(xt), r4 = _mm256_load_ps(xt + 8);
+  const __m256 b3 = _mm256_set1_ps(xt[12]), b11 = _mm256_set1_ps(xt[13]),
+               b7 = _mm256_set1_ps(xt[14]);
+  const __m256 va = _mm256_set1_ps(amax);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const __m256i pairs = _mm256_set1_epi16(0x1001); /* byte 0 x 1 + byte 1 x 16 */
+  for (int i = 0; i < _MT_CODEC_BLOCK; i += 64) {
+    __m256i c[8];
+    for (int k = 0; k < 8; k++) {
+      __m256 xv = _mm256_loadu_ps(x + i + 8 * k);
+      c[k] = search4(xv, r8, r4, b3, b11, b7);
+      __m256 nan = _mm256_cmp_ps(xv, xv, _CMP_UNORD_Q);
+      if (!_mm256_testz_ps(nan, nan)) /* rare: the scalar path's NaN code */
+        c[k] = nan_guess(c[k], _mm256_div_ps(xv, va), lut);
+    }
+    /* codes 0..15 to bytes: packs interleave 128-bit halves, so after
+     * both, dword j of the result holds elements of vector order[j] */
+    __m256i w01 = _mm256_packus_epi32(c[0], c[1]), w23 = _mm256_packus_epi32(c[2], c[3]);
+    __m256i w45 = _mm256_packus_epi32(c[4], c[5]), w67 = _mm256_packus_epi32(c[6], c[7]);
+    __m256i b0 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w01, w23), order);
+    __m256i b1 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w45, w67), order);
+    /* 32 bytes each, in element order: join byte pairs into nibbles */
+    __m256i n0 = _mm256_maddubs_epi16(b0, pairs), n1 = _mm256_maddubs_epi16(b1, pairs);
+    __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi16(n0, n1), 0xd8);
+    _mm256_storeu_si256((__m256i *)(q->codes + (b + i) / 2), packed);
+  }
+}
+
+AVX2 void _mt_codec_encode_avx2(_mt_qtensor_t *q, const float *x, size_t begin, size_t end) {
+  const float *map = _mt_codec_map(q->bits, q->is_signed);
+  if (q->bits == 2) {
+    _mt_codec_encode(q, x, begin, end);
+    return;
+  }
+  const int bi = q->bits == 8 ? 0 : 1, sg = q->is_signed;
+  const uint8_t *lut = lut_of(q->bits, sg);
+  __m256 bc[15];
+  if (q->bits == 4)
+    bcast15(bc, thr4[sg]);
+  for (size_t b = begin; b < end; b += _MT_CODEC_BLOCK) {
+    size_t e = end - b < _MT_CODEC_BLOCK ? end : b + _MT_CODEC_BLOCK;
+    if (q->bits == 4 && thr4_xspace && e - b == _MT_CODEC_BLOCK)
+      encode4_block_avx2(q, map, lut, bc, x + b, b);
+    else
+      encode_block_avx2(q, map, 1u << q->bits, lut, walk_up[bi][sg], walk_down[bi][sg], bc,
+                        thr8p[sg], x + b, b, e);
+  }
+}
+
 AVX2 void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
                                  _mt_qtensor_t *m, _mt_qtensor_t *v, size_t begin, size_t end) {
   if (m->bits == 2 || v->bits == 2) {
@@ -569,14 +718,23 @@ AVX2 void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_arg
     blk.vmax = NULL;
     blk.out = NULL;
     _mt_adam_kernel_avx2(s, &blk, 0, e - b);
-    encode_block_avx2(m, mmap, mlen, mlut, walk_up[mi][1], walk_down[mi][1], mbc, thr8p[1], mb, b,
-                      e);
-    encode_block_avx2(v, vmap, vlen, vlut, walk_up[vi][0], walk_down[vi][0], vbc, thr8p[0], vb, b,
-                      e);
+    if (m->bits == 4 && thr4_xspace && e - b == _MT_CODEC_BLOCK)
+      encode4_block_avx2(m, mmap, mlut, mbc, mb, b);
+    else
+      encode_block_avx2(m, mmap, mlen, mlut, walk_up[mi][1], walk_down[mi][1], mbc, thr8p[1], mb,
+                        b, e);
+    if (v->bits == 4 && thr4_xspace && e - b == _MT_CODEC_BLOCK)
+      encode4_block_avx2(v, vmap, vlut, vbc, vb, b);
+    else
+      encode_block_avx2(v, vmap, vlen, vlut, walk_up[vi][0], walk_down[vi][0], vbc, thr8p[0], vb,
+                        b, e);
     write_out(a, b, e);
   }
 }
 #else
+void _mt_codec_encode_avx2(_mt_qtensor_t *q, const float *x, size_t begin, size_t end) {
+  _mt_codec_encode(q, x, begin, end);
+}
 void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
                             _mt_qtensor_t *m, _mt_qtensor_t *v, size_t begin, size_t end) {
   _mt_adam_kernel_q_scalar(s, a, m, v, begin, end);

@@ -167,6 +167,65 @@ static void probe_encode(int bits) {
   free(g);
 }
 
+/* The 4-bit encode compares x with thresholds moved to each block's scale
+ * instead of dividing: blocks with absmax of every binade (denormal to
+ * 1e38, random significands), elements at fl(t * absmax) and up to 4 ulps
+ * either side for every map threshold t (where the moved threshold and the
+ * division can disagree if either is off by one), zeros of both signs, a
+ * NaN, an all-zero block and an infinite one, the one exact tie; both
+ * maps; the codes and
+ * scales must equal the scalar encode's. */
+static void probe_encode4_scaled(int is_signed) {
+  enum { BLOCKS = 4096 };
+  const float *map = _mt_codec_map(4, is_signed);
+  size_t n = (size_t)BLOCKS * _MT_CODEC_BLOCK;
+  float *x = calloc(n, sizeof(float));
+  CHECK(x != NULL, "calloc");
+  for (size_t blk = 0; blk < BLOCKS; blk++) {
+    float *bx = x + blk * _MT_CODEC_BLOCK;
+    if (blk == 7)
+      continue; /* all zero */
+    int ex = (int)(next() % 276) - 149; /* 2^-149 .. 2^126 */
+    float amax = ldexpf(1.0f + (float)urand(), ex);
+    if (blk == 9)
+      amax = INFINITY;
+    bx[0] = is_signed && (next() & 1) ? -amax : amax;
+    for (size_t i = 1; i < _MT_CODEC_BLOCK; i++) {
+      unsigned c = (unsigned)(next() % 15);
+      float t = (map[c] + map[c + 1]) / 2; /* near the threshold between c and c + 1 */
+      float y = t * amax;
+      int d = (int)(next() % 9) - 4;
+      for (int k = 0; k < (d < 0 ? -d : d); k++)
+        y = nextafterf(y, d < 0 ? -INFINITY : INFINITY);
+      bx[i] = fabsf(y) <= amax ? y : 0.0f;
+    }
+    bx[1] = -0.0f;
+    bx[2] = 0.0f;
+    /* the signed map's two zero codes meet at y = 2^-149, whose real
+     * midpoint 2^-150 times absmax is a float for large absmax: the only
+     * exact tie the moved thresholds meet (round to even: stays below) */
+    float tie = ldexpf(amax, -150);
+    bx[3] = tie;
+    bx[4] = nextafterf(tie, INFINITY);
+    bx[6] = nextafterf(tie, 0.0f);
+    bx[8] = -tie;
+    if (blk == 11)
+      bx[5] = NAN;
+  }
+  _mt_qtensor_t a, b;
+  CHECK(_mt_qtensor_alloc(&a, n, 4, is_signed) == 0 && _mt_qtensor_alloc(&b, n, 4, is_signed) == 0,
+        "alloc");
+  _mt_codec_encode(&a, x, 0, n);
+  _mt_codec_encode_avx2(&b, x, 0, n);
+  for (size_t i = 0; i < _mt_qtensor_code_bytes(&a); i++)
+    CHECK(a.codes[i] == b.codes[i], "4-bit %s encode, block %zu: codes 0x%02x vs 0x%02x at byte %zu",
+          is_signed ? "signed" : "unsigned", 2 * i / _MT_CODEC_BLOCK, a.codes[i], b.codes[i], i);
+  CHECK(memcmp(a.scales, b.scales, BLOCKS * 4) == 0, "4-bit scales");
+  _mt_qtensor_free(&a);
+  _mt_qtensor_free(&b);
+  free(x);
+}
+
 /* Through the optimizer: isa SCALAR takes the scalar codec path, AUTO the
  * AVX2 one; two threads, two tensors (one with a tail block), 4 steps. */
 static void via_optim(_mt_codec_t codec) {
@@ -209,6 +268,8 @@ int main(void) {
   CHECK(_mt_codec_kernel_q(_MT_ISA_AUTO) == _mt_adam_kernel_q_avx2, "auto choice");
   probe_encode(8);
   probe_encode(4);
+  probe_encode4_scaled(1);
+  probe_encode4_scaled(0);
   const _mt_adam_hp_t hps[] = {
       {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-2,
        .decoupled = true},
