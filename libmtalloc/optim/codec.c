@@ -35,6 +35,7 @@
  */
 #include <errno.h>
 #include <float.h>
+#include <stdbool.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -412,7 +413,7 @@ void _mt_adam_kernel_q_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t
  * the LUT guess that walk_bounds allows. Block tails (fewer than 8
  * elements) go through the scalar code. 8- and 4-bit codes only; 2-bit
  * stays scalar. */
-#define AVX2 __attribute__((target("avx2")))
+#define AVX2 __attribute__((target("avx2,f16c"))) /* f16c: fp16 gradients */
 
 AVX2 static void decode_block_avx2(const _mt_qtensor_t *q, const float *map, float *x, size_t b,
                                    size_t e) {
@@ -604,38 +605,42 @@ AVX2 static void x_thresholds4(int s, float a, float *xt) {
 /* The code of 8 elements x: the count of thresholds x reaches, by a
  * four-level binary search over the ascending X (x_thresholds4 is monotone
  * in t): 7; then 3 or 11; then one of 1, 5, 9, 13 (r4); then one of the
- * even ones (r8). A NaN reaches none (0); the caller patches NaN lanes. */
+ * even ones (r8). The index doubles and takes the compare's bit at each
+ * level (a true compare is -1, so subtracting it adds 1). A NaN reaches
+ * none (0); the caller patches NaN lanes. */
 AVX2 static inline __m256i search4(__m256 x, __m256 r8, __m256 r4, __m256 b3, __m256 b11,
                                    __m256 b7) {
   __m256 ge = _mm256_cmp_ps(x, b7, _CMP_GE_OQ);
-  __m256i idx = _mm256_srli_epi32(_mm256_castps_si256(ge), 31);
+  __m256i idx = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_castps_si256(ge));
   ge = _mm256_cmp_ps(x, _mm256_blendv_ps(b3, b11, ge), _CMP_GE_OQ);
-  idx = _mm256_add_epi32(_mm256_add_epi32(idx, idx), _mm256_srli_epi32(_mm256_castps_si256(ge), 31));
+  idx = _mm256_sub_epi32(_mm256_add_epi32(idx, idx), _mm256_castps_si256(ge));
   ge = _mm256_cmp_ps(x, _mm256_permutevar8x32_ps(r4, idx), _CMP_GE_OQ);
-  idx = _mm256_add_epi32(_mm256_add_epi32(idx, idx), _mm256_srli_epi32(_mm256_castps_si256(ge), 31));
+  idx = _mm256_sub_epi32(_mm256_add_epi32(idx, idx), _mm256_castps_si256(ge));
   ge = _mm256_cmp_ps(x, _mm256_permutevar8x32_ps(r8, idx), _CMP_GE_OQ);
-  return _mm256_add_epi32(_mm256_add_epi32(idx, idx), _mm256_srli_epi32(_mm256_castps_si256(ge), 31));
+  return _mm256_sub_epi32(_mm256_add_epi32(idx, idx), _mm256_castps_si256(ge));
 }
 
-/* A whole 4-bit block (128 elements) of x into q, bit-identical to
- * encode_block_avx2 (and so to the scalar encode) without dividing: the
- * codes come from comparing x itself with the thresholds moved to x's
- * scale (x_thresholds4). Blocks whose absmax is 0 or not finite, where
- * y = x / absmax is not a monotone function of x alone (0 / 0, x / inf),
- * and vectors holding a NaN (whose code is the LUT guess of the NaN y),
- * take the division path. Codes are packed 64 at a time: two packs
- * narrow 8 vectors of codes to bytes, a permute restores their order, and
- * a multiply-add joins each pair of bytes into one (lo | hi << 4). */
-AVX2 static void encode4_block_avx2(_mt_qtensor_t *q, const float *map, const uint8_t *lut,
-                                    const __m256 *bc, const float *x, size_t b) {
-  __m256 vmax = _mm256_setzero_ps();
-  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  for (int i = 0; i < _MT_CODEC_BLOCK; i += 8)
-    vmax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), absmask), vmax);
-  __m128 h = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+/* The absmax of a whole block, as the scalar encode takes it (max is
+ * order-free on non-NaN values, and max_ps drops a NaN operand first). */
+AVX2 static inline float hmax8(__m256 v) {
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   h = _mm_max_ps(h, _mm_movehl_ps(h, h));
   h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
-  float amax = _mm_cvtss_f32(h); /* max is order-free on non-NaN lanes */
+  return _mm_cvtss_f32(h);
+}
+
+/* A whole 4-bit block (128 elements) of x, whose absmax is amax, into q,
+ * bit-identical to encode_block_avx2 (and so to the scalar encode) without
+ * dividing: the codes come from comparing x itself with the thresholds
+ * moved to x's scale (x_thresholds4). Blocks whose absmax is 0 or not
+ * finite, where y = x / absmax is not a monotone function of x alone
+ * (0 / 0, x / inf), and vectors holding a NaN (whose code is the LUT guess
+ * of the NaN y) take the division path. Codes are packed 64 at a time: two
+ * packs narrow 8 vectors of codes to bytes, a permute restores their
+ * order, and a multiply-add joins each pair of bytes into one (lo | hi <<
+ * 4). bc: the y-space thresholds broadcast, for the division path. */
+AVX2 static void encode4_scaled(_mt_qtensor_t *q, const float *map, const uint8_t *lut,
+                                const __m256 *bc, const float *x, size_t b, float amax) {
   if (!(amax > 0 && amax <= FLT_MAX)) {
     encode_block_avx2(q, map, 16, lut, 0, 0, bc, NULL, x, b, b + _MT_CODEC_BLOCK);
     return;
@@ -646,17 +651,20 @@ AVX2 static void encode4_block_avx2(_mt_qtensor_t *q, const float *map, const ui
   const __m256 r8 = _mm256_load_ps(xt), r4 = _mm256_load_ps(xt + 8);
   const __m256 b3 = _mm256_set1_ps(xt[12]), b11 = _mm256_set1_ps(xt[13]),
                b7 = _mm256_set1_ps(xt[14]);
-  const __m256 va = _mm256_set1_ps(amax);
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   const __m256i pairs = _mm256_set1_epi16(0x1001); /* byte 0 x 1 + byte 1 x 16 */
   for (int i = 0; i < _MT_CODEC_BLOCK; i += 64) {
     __m256i c[8];
+    __m256 nan = _mm256_setzero_ps();
     for (int k = 0; k < 8; k++) {
       __m256 xv = _mm256_loadu_ps(x + i + 8 * k);
       c[k] = search4(xv, r8, r4, b3, b11, b7);
-      __m256 nan = _mm256_cmp_ps(xv, xv, _CMP_UNORD_Q);
-      if (!_mm256_testz_ps(nan, nan)) /* rare: the scalar path's NaN code */
-        c[k] = nan_guess(c[k], _mm256_div_ps(xv, va), lut);
+      nan = _mm256_or_ps(nan, _mm256_cmp_ps(xv, xv, _CMP_UNORD_Q));
+    }
+    if (!_mm256_testz_ps(nan, nan)) { /* rare: the scalar path's NaN codes */
+      const __m256 va = _mm256_set1_ps(amax);
+      for (int k = 0; k < 8; k++)
+        c[k] = nan_guess(c[k], _mm256_div_ps(_mm256_loadu_ps(x + i + 8 * k), va), lut);
     }
     /* codes 0..15 to bytes: packs interleave 128-bit halves, so after
      * both, dword j of the result holds elements of vector order[j] */
@@ -669,6 +677,97 @@ AVX2 static void encode4_block_avx2(_mt_qtensor_t *q, const float *map, const ui
     __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi16(n0, n1), 0xd8);
     _mm256_storeu_si256((__m256i *)(q->codes + (b + i) / 2), packed);
   }
+}
+
+AVX2 static void encode4_block_avx2(_mt_qtensor_t *q, const float *map, const uint8_t *lut,
+                                    const __m256 *bc, const float *x, size_t b) {
+  __m256 vmax = _mm256_setzero_ps();
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int i = 0; i < _MT_CODEC_BLOCK; i += 8)
+    vmax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), absmask), vmax);
+  encode4_scaled(q, map, lut, bc, x, b, hmax8(vmax));
+}
+
+/* Both moments 4-bit, a whole block: decode, update and absmax in one pass
+ * in registers (the moments go to L1 once, for the encode, which needs the
+ * block's absmax before its first code), then encode4_scaled. The update
+ * is VEC_KERNEL's (adam_kernels.c) operation for operation, without
+ * amsgrad (refused with a codec); decode is decode_block_avx2's. Same bits
+ * as the scalar codec path (tests/optim/test_codec_simd.c). */
+AVX2 static void q4_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
+                               _mt_qtensor_t *m, _mt_qtensor_t *v, size_t b, const __m256 *mbc,
+                               const __m256 *vbc) {
+  float mb[_MT_CODEC_BLOCK] __attribute__((aligned(32)));
+  float vb[_MT_CODEC_BLOCK] __attribute__((aligned(32)));
+  const unsigned f = s->flags;
+  const int gdt = a->g_dtype;
+  const __m256 clip = _mm256_set1_ps(s->clip), decay = _mm256_set1_ps(s->decay),
+               l2 = _mm256_set1_ps(s->l2), w1 = _mm256_set1_ps(s->w1),
+               omw1 = _mm256_set1_ps(s->one_m_w1), b2 = _mm256_set1_ps(s->beta2),
+               omb2 = _mm256_set1_ps(s->one_m_beta2), bc2 = _mm256_set1_ps(s->bc2_sqrt),
+               eps = _mm256_set1_ps(s->eps), nss = _mm256_set1_ps(s->neg_step_size);
+  const float msc = m->scales[b / _MT_CODEC_BLOCK], vsc = v->scales[b / _MT_CODEC_BLOCK];
+  const __m256 ms = _mm256_set1_ps(msc), vs = _mm256_set1_ps(vsc);
+  const __m256 mlo = _mm256_loadu_ps(map4[1]), mhi = _mm256_loadu_ps(map4[1] + 8);
+  const __m256 vlo = _mm256_loadu_ps(map4[0]), vhi = _mm256_loadu_ps(map4[0] + 8);
+  /* v's floor (decode_block): only in a block with a positive scale */
+  const __m256 vfloor = vsc > 0 ? _mm256_castsi256_ps(_mm256_set1_epi32(-1)) : _mm256_setzero_ps();
+  const __m256 tiny = _mm256_set1_ps(0x1p-149f), zero = _mm256_setzero_ps();
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), nib = _mm256_set1_epi32(0xf);
+  const uint8_t *mc = m->codes + b / 2, *vc = v->codes + b / 2;
+  float *pp = a->p + b;
+  __m256 mmax = zero, vmax = zero;
+  for (int i = 0; i < _MT_CODEC_BLOCK; i += 8) {
+    uint32_t wm, wv;
+    memcpy(&wm, mc + i / 2, 4);
+    memcpy(&wv, vc + i / 2, 4);
+    __m256i cm = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)wm), shifts), nib);
+    __m256i cv = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)wv), shifts), nib);
+    __m256 mo = _mm256_mul_ps(_mm256_blendv_ps(_mm256_permutevar8x32_ps(mlo, cm),
+                                               _mm256_permutevar8x32_ps(mhi, cm),
+                                               _mm256_castsi256_ps(_mm256_slli_epi32(cm, 28))),
+                              ms);
+    __m256 vo = _mm256_mul_ps(_mm256_blendv_ps(_mm256_permutevar8x32_ps(vlo, cv),
+                                               _mm256_permutevar8x32_ps(vhi, cv),
+                                               _mm256_castsi256_ps(_mm256_slli_epi32(cv, 28))),
+                              vs);
+    vo = _mm256_blendv_ps(vo, tiny, _mm256_and_ps(vfloor, _mm256_cmp_ps(vo, zero, _CMP_NGT_UQ)));
+    __m256 g;
+    if (gdt == _MT_DT_BF16)
+      g = _mm256_castsi256_ps(_mm256_slli_epi32(
+          _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(a->g16 + b + i))), 16));
+    else if (gdt == _MT_DT_F16)
+      g = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a->g16 + b + i)));
+    else
+      g = _mm256_loadu_ps(a->g + b + i);
+    if (f & _MT_ADAM_CLIP)
+      g = _mm256_mul_ps(g, clip);
+    if (f & _MT_ADAM_MAXIMIZE)
+      g = _mm256_xor_ps(g, sign);
+    __m256 p = _mm256_loadu_ps(pp + i);
+    if (f & _MT_ADAM_DECAY)
+      p = _mm256_mul_ps(p, decay);
+    if (f & _MT_ADAM_L2)
+      g = _mm256_add_ps(g, _mm256_mul_ps(l2, p));
+    __m256 mn;
+    if (f & _MT_ADAM_LERP_BIG)
+      mn = _mm256_sub_ps(g, _mm256_mul_ps(_mm256_sub_ps(g, mo), omw1));
+    else
+      mn = _mm256_add_ps(mo, _mm256_mul_ps(w1, _mm256_sub_ps(g, mo)));
+    __m256 vn = _mm256_mul_ps(vo, b2);
+    vn = _mm256_add_ps(vn, _mm256_mul_ps(_mm256_mul_ps(omb2, g), g));
+    __m256 d = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vn), bc2), eps);
+    p = _mm256_add_ps(p, _mm256_div_ps(_mm256_mul_ps(nss, mn), d));
+    _mm256_storeu_ps(pp + i, p);
+    _mm256_store_ps(mb + i, mn);
+    _mm256_store_ps(vb + i, vn);
+    mmax = _mm256_max_ps(_mm256_and_ps(mn, absmask), mmax);
+    vmax = _mm256_max_ps(_mm256_and_ps(vn, absmask), vmax);
+  }
+  encode4_scaled(m, map4[1], lut4[1], mbc, mb, b, hmax8(mmax));
+  encode4_scaled(v, map4[0], lut4[0], vbc, vb, b, hmax8(vmax));
 }
 
 AVX2 void _mt_codec_encode_avx2(_mt_qtensor_t *q, const float *x, size_t begin, size_t end) {
@@ -708,8 +807,14 @@ AVX2 void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_arg
     bcast15(mbc, thr4[1]);
   if (v->bits == 4)
     bcast15(vbc, thr4[0]);
+  const bool fused4 = m->bits == 4 && v->bits == 4 && thr4_xspace;
   for (size_t b = begin; b < end; b += _MT_CODEC_BLOCK) {
     size_t e = end - b < _MT_CODEC_BLOCK ? end : b + _MT_CODEC_BLOCK;
+    if (fused4 && e - b == _MT_CODEC_BLOCK) {
+      q4_block_avx2(s, a, m, v, b, mbc, vbc);
+      write_out(a, b, e);
+      continue;
+    }
     decode_block_avx2(m, mmap, mb, b, e);
     decode_block_avx2(v, vmap, vb, b, e);
     _mt_adam_args_t blk = _mt_adam_args_at(a, b);
