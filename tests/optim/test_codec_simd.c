@@ -9,7 +9,8 @@
  * 8, 4 and 2 bits (2 falls back to scalar inside the AVX2 entry); hyper-
  * parameter sets with weight decay, L2, maximize, clipping and lerp's
  * big-weight form; gradients spread over 40 decades with zeros, denormals,
- * an all-zero block and one huge block, NaNs in one size; 5 steps. And a direct encode probe:
+ * an all-zero block and one huge block, NaNs in one size; 5 steps; bf16
+ * and fp16 gradients with an fp16 write-back. And a direct encode probe:
  * with beta1 = beta2 = 0 one step from zero state stores m = g exactly, so
  * g set to every map midpoint and its neighbours a few ulps either side
  * exercises every tie and near-tie of the nearest-value search (the exact
@@ -102,10 +103,11 @@ static void same(const state_t *a, const state_t *b, size_t n, const char *what)
 }
 
 /* One tensor, both paths, `steps` steps: the states stay bit-identical. */
-static void run(size_t n, int bits, const _mt_adam_hp_t *hp, int steps, float clip,
-                const float *gfix) {
+static void run_dt(size_t n, int bits, const _mt_adam_hp_t *hp, int steps, float clip,
+                   const float *gfix, int gdt) {
   float *p0 = calloc(n, sizeof(float)), *g = calloc(n, sizeof(float));
-  CHECK(p0 != NULL && g != NULL, "malloc");
+  uint16_t *g16 = calloc(n, sizeof(uint16_t));
+  CHECK(p0 != NULL && g != NULL && g16 != NULL, "malloc");
   for (size_t i = 0; i < n; i++)
     p0[i] = (float)(urand() - 0.5);
   state_t sc, av;
@@ -122,20 +124,35 @@ static void run(size_t n, int bits, const _mt_adam_hp_t *hp, int steps, float cl
     _mt_adam_scalars_t s;
     CHECK(_mt_adam_scalars(hp, (float)t, clip, &s) == 0, "scalars");
     _mt_adam_args_t a1 = {.p = sc.p, .g = g, .out = sc.out, .out_dtype = _MT_DT_BF16};
-    _mt_adam_args_t a2 = {.p = av.p, .g = g, .out = av.out, .out_dtype = _MT_DT_BF16};
+    if (gdt != _MT_DT_F32) { /* the gradient as the device would hand it over */
+      for (size_t i = 0; i < n; i++)
+        g16[i] = gdt == _MT_DT_BF16 ? _mt_f32_to_bf16(g[i]) : _mt_f32_to_f16(g[i]);
+      a1 = (_mt_adam_args_t){.p = sc.p, .g16 = g16, .g_dtype = gdt, .out = sc.out,
+                             .out_dtype = _MT_DT_F16};
+    }
+    _mt_adam_args_t a2 = a1;
+    a2.p = av.p;
+    a2.out = av.out;
     /* two task ranges, split on a block boundary, as the pool splits them */
     size_t mid = n / 2 / _MT_CODEC_BLOCK * _MT_CODEC_BLOCK;
     _mt_adam_kernel_q_scalar(&s, &a1, &sc.m, &sc.v, 0, mid);
     _mt_adam_kernel_q_scalar(&s, &a1, &sc.m, &sc.v, mid, n);
     _mt_adam_kernel_q_avx2(&s, &a2, &av.m, &av.v, 0, mid);
     _mt_adam_kernel_q_avx2(&s, &a2, &av.m, &av.v, mid, n);
-    snprintf(what, sizeof(what), "n %zu bits %d beta1 %g step %d", n, bits, hp->beta1, t);
+    snprintf(what, sizeof(what), "n %zu bits %d beta1 %g grad dtype %d step %d", n, bits,
+             hp->beta1, gdt, t);
     same(&sc, &av, n, what);
   }
   state_free(&sc);
   state_free(&av);
   free(p0);
   free(g);
+  free(g16);
+}
+
+static void run(size_t n, int bits, const _mt_adam_hp_t *hp, int steps, float clip,
+                const float *gfix) {
+  run_dt(n, bits, hp, steps, clip, gfix, _MT_DT_F32);
 }
 
 /* m = g exactly after one step from zero state with beta1 = 0: g at every
@@ -282,6 +299,11 @@ int main(void) {
     for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++)
       for (size_t b = 0; b < 3; b++)
         run(sizes[z], bitss[b], &hps[h], 5, h == 1 ? 0.37f : 1.0f, NULL);
+  /* bf16 / fp16 gradients (widened in the kernels' loads), fp16 write-back */
+  for (size_t b = 0; b < 2; b++) {
+    run_dt(4229, bitss[b], &hps[0], 3, 1.0f, NULL, _MT_DT_BF16);
+    run_dt(70001, bitss[b], &hps[1], 3, 0.37f, NULL, _MT_DT_F16);
+  }
   via_optim(_MT_CODEC_8BIT);
   via_optim(_MT_CODEC_4BIT);
   printf("test_codec_simd: AVX2 and scalar codec paths bit-identical\n");
