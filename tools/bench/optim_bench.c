@@ -3,7 +3,7 @@
  * roofline and against torch's CPU AdamW. Run by hand, not a test.
  *
  *   optim_bench [--params N] [--threads 1,2] [--reps 5] [--codecs none,8bit,4bit]
- *               [--no-torch] [--json]
+ *               [--no-torch] [--no-deepspeed] [--ds-python PY] [--json]
  *
  * For each thread count: the STREAM triad over three arrays of doubles at
  * least 4x the last-level cache (best of reps; bytes counted as STREAM
@@ -17,7 +17,12 @@
  * tensor, FP32 masters updated in place) per state codec (none, 8bit,
  * 4bit; --codecs picks some), the median of reps steps (and the best), and torch.optim.AdamW (foreach off and on) on the
  * same N at the same thread count via tools/bench/optim_torch.py.
- * DeepSpeedCPUAdam is not measured (deepspeed_gparams_per_s is null).
+ * And DeepSpeed's DeepSpeedCPUAdam (FP32 state, AdamW mode) on the same N
+ * at the same thread count via tools/bench/optim_deepspeed.py, run with
+ * --ds-python (default python3; deepspeed builds its cpu_adam op on first
+ * use, minutes): where it cannot be imported or built,
+ * deepspeed_gparams_per_s is null and the "deepspeed" object's "reason"
+ * says why.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -103,6 +108,18 @@ static double triad(int threads, int reps, size_t *elems) {
   return 24.0 * (double)n / best;
 }
 
+/* Runs cmd and keeps the first line it prints in buf ("null" if none). */
+static void run_line(const char *cmd, char *buf, size_t len) {
+  snprintf(buf, len, "null");
+  FILE *f = popen(cmd, "r");
+  if (f == NULL)
+    return;
+  if (fgets(buf, (int)len, f) == NULL)
+    snprintf(buf, len, "null");
+  buf[strcspn(buf, "\n")] = '\0';
+  pclose(f);
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -152,6 +169,8 @@ int main(int argc, char **argv) {
   size_t n = 100000000;
   int reps = 5, json = 0, run_torch = 1, threads[8] = {1, 2}, nthreads = 2;
   unsigned codec_mask = 7; /* none, 8bit, 4bit */
+  int run_ds = 1;
+  const char *ds_python = "python3";
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--params") && i + 1 < argc) {
       n = strtoull(argv[++i], NULL, 10);
@@ -167,13 +186,17 @@ int main(int argc, char **argv) {
       codec_mask |= strstr(c, "none") ? 1u : 0;
       codec_mask |= strstr(c, "8bit") ? 2u : 0;
       codec_mask |= strstr(c, "4bit") ? 4u : 0;
+    } else if (!strcmp(argv[i], "--no-deepspeed")) {
+      run_ds = 0;
+    } else if (!strcmp(argv[i], "--ds-python") && i + 1 < argc) {
+      ds_python = argv[++i];
     } else if (!strcmp(argv[i], "--json")) {
       json = 1;
     } else if (!strcmp(argv[i], "--no-torch")) {
       run_torch = 0;
     } else {
       fprintf(stderr, "usage: optim_bench [--params N] [--threads 1,2] [--reps 5] [--codecs none,8bit,4bit] "
-                      "[--no-torch] [--json]\n");
+                      "[--no-torch] [--no-deepspeed] [--ds-python PY] [--json]\n");
       return 2;
     }
   }
@@ -191,24 +214,35 @@ int main(int argc, char **argv) {
         rate[c] = adamw(n, threads[t], (_mt_codec_t)c, reps, &best[c]);
     char torch_json[1024] = "null";
     double tf_off = -1, tf_on = -1;
+    char cmd[4096];
     if (run_torch) {
-      char cmd[4096];
       snprintf(cmd, sizeof(cmd), "python3 %s/optim_torch.py %zu %d %d 2>/dev/null", MT_BENCH_DIR,
                n, threads[t], reps);
-      FILE *f = popen(cmd, "r");
-      if (f != NULL) {
-        if (fgets(torch_json, sizeof(torch_json), f) == NULL)
-          strcpy(torch_json, "null");
-        torch_json[strcspn(torch_json, "\n")] = '\0';
-        pclose(f);
-        char *s = strstr(torch_json, "\"foreach_off\": ");
-        if (s)
-          tf_off = strtod(s + 15, NULL);
-        s = strstr(torch_json, "\"foreach_on\": ");
-        if (s)
-          tf_on = strtod(s + 14, NULL);
-      }
+      run_line(cmd, torch_json, sizeof(torch_json));
+      char *s = strstr(torch_json, "\"foreach_off\": ");
+      if (s)
+        tf_off = strtod(s + 15, NULL);
+      s = strstr(torch_json, "\"foreach_on\": ");
+      if (s)
+        tf_on = strtod(s + 14, NULL);
     }
+    char ds_json[2048] = "{\"deepspeed_gparams_per_s\": null, \"reason\": \"not run (--no-deepspeed)\"}";
+    double ds = -1;
+    if (run_ds) {
+      snprintf(cmd, sizeof(cmd), "%s %s/optim_deepspeed.py %zu %d %d 2>/dev/null", ds_python,
+               MT_BENCH_DIR, n, threads[t], reps);
+      run_line(cmd, ds_json, sizeof(ds_json));
+      if (strcmp(ds_json, "null") == 0)
+        snprintf(ds_json, sizeof(ds_json),
+                 "{\"deepspeed_gparams_per_s\": null, \"reason\": \"%s printed nothing\"}",
+                 ds_python);
+      char *s = strstr(ds_json, "\"deepspeed_gparams_per_s\": ");
+      if (s && strncmp(s + 27, "null", 4) != 0)
+        ds = strtod(s + 27, NULL);
+    }
+    char ds_rate[32] = "null";
+    if (ds > 0)
+      snprintf(ds_rate, sizeof(ds_rate), "%.4f", ds);
     if (json) {
       printf("  {\"threads\": %d, \"triad_bytes_per_s\": %.4g, \"triad_array_bytes\": %zu, "
              "\"roofline_gparams_per_s\": %.4f, \"roofline_write_allocate_gparams_per_s\": %.4f,\n",
@@ -219,8 +253,8 @@ int main(int argc, char **argv) {
                  "\"of_roofline\": %.3f},\n",
                  codec_names[c], rate[c], best[c], rate[c] / roof);
       printf("   \"torch_gparams_per_s\": {\"foreach_off\": %.4f, \"foreach_on\": %.4f}, "
-             "\"torch\": %s, \"deepspeed_gparams_per_s\": null}%s\n",
-             tf_off, tf_on, torch_json, t + 1 < nthreads ? "," : "");
+             "\"torch\": %s,\n   \"deepspeed_gparams_per_s\": %s, \"deepspeed\": %s}%s\n",
+             tf_off, tf_on, torch_json, ds_rate, ds_json, t + 1 < nthreads ? "," : "");
     } else {
       printf("threads %d: triad %.2f GB/s -> roofline %.3f Gparam/s\n", threads[t], bw / 1e9, roof);
       for (int c = 0; c < 3; c++)
@@ -229,6 +263,7 @@ int main(int argc, char **argv) {
                  "roofline)\n",
                  codec_names[c], rate[c], best[c], 100 * rate[c] / roof);
       printf("  torch AdamW foreach off %.3f, on %.3f Gparam/s\n", tf_off, tf_on);
+      printf("  DeepSpeedCPUAdam %s Gparam/s (%s)\n", ds_rate, ds_json);
     }
   }
   if (json)
