@@ -16,7 +16,11 @@
  * stepping one parameter alone advances only its count. Masters: F32
  * weights are their own master and are updated in place; bf16/fp16
  * weights get an FP32 master owned here, and the rounded result is written
- * back into the caller's array by the kernel, block by block.
+ * back into the caller's array by the kernel, block by block. Gradients
+ * stay the caller's, f32 or bf16/fp16 (widened as the kernel loads them).
+ * The global gradient norm (_mt_optim_grad_norm) is one pool job of one
+ * task per parameter: a tensor's reduction order is torch's only when one
+ * thread walks it (gradnorm.c).
  *
  * Threading: one owner thread calls everything here; the pool's workers
  * touch only the arrays of the tasks they take, which are disjoint.

@@ -163,7 +163,7 @@ int main(int argc, char **argv) {
     rd(grads[i], n * 4 * steps);
   }
   float *p = xmalloc(maxn * 4), *m = xmalloc(maxn * 4), *v = xmalloc(maxn * 4),
-        *vm = xmalloc(maxn * 4), *want = xmalloc(maxn * 4 * 4), *gw = xmalloc(maxn * 4);
+        *vm = xmalloc(maxn * 4), *want = xmalloc(maxn * 4 * 4);
   uint16_t *out = xmalloc(maxn * 2), *want16 = xmalloc(maxn * 2 * 2);
   float *clips = xmalloc(steps * sizeof(float)), *norms = xmalloc(steps * sizeof(float));
   float *tnorm = xmalloc(nsz * sizeof(float));
@@ -248,15 +248,10 @@ int main(int argc, char **argv) {
           }
           _mt_adam_args_t a = {.p = p, .m = m, .v = v, .vmax = hp.amsgrad ? vm : NULL,
                                .out = NULL, .g_dtype = dt};
-          if (dt == _MT_DT_F32) {
+          if (dt == _MT_DT_F32)
             a.g = grads[i] + (size_t)s * n;
-          } else if (k == 3) { /* the two-pass kernel takes the widened copy */
-            widen(gw, gradsn[i] + (size_t)s * n, n, dt);
-            a.g = gw;
-            a.g_dtype = _MT_DT_F32;
-          } else {
+          else /* the narrow gradient itself: the kernel widens it */
             a.g16 = gradsn[i] + (size_t)s * n;
-          }
           if (s + 1 == steps) { /* the kernel's own write-back: the set's dtype, else by set */
             a.out = out;
             a.out_dtype = dt != _MT_DT_F32 ? dt : set & 1 ? _MT_DT_F16 : _MT_DT_BF16;
@@ -303,7 +298,6 @@ int main(int argc, char **argv) {
   free(m);
   free(v);
   free(vm);
-  free(gw);
   free(want);
   free(out);
   free(want16);
