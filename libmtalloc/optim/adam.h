@@ -192,5 +192,9 @@ void _mt_adam_kernel_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
                           size_t end);
 void _mt_adam_kernel_avx512(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,
                             size_t end);
+/* o[i] = bf16 or fp16 (dtype) of p[i], i < n, bit-identical to
+ * _mt_f32_to_bf16 / _mt_f32_to_f16; AVX2 and F16C (only where the AVX2
+ * kernel is handed out). */
+void _mt_round_out_avx2(const float *p, uint16_t *o, int dtype, size_t n);
 
 #endif

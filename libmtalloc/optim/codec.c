@@ -454,6 +454,12 @@ AVX2 static void decode_block_avx2(const _mt_qtensor_t *q, const float *map, flo
   }
 }
 
+/* The block's bf16/fp16 write-back, vectorised (adam_kernels.c). */
+static inline void write_out_avx2(const _mt_adam_args_t *a, size_t b, size_t e) {
+  if (a->out != NULL)
+    _mt_round_out_avx2(a->p + b, (uint16_t *)a->out + b, a->out_dtype, e - b);
+}
+
 /* The 16-entry maps without a LUT or a gather. The walk's step-up test at
  * entry c, fl(y - map[c]) > fl(map[c + 1] - y), is monotone in c (its left
  * side falls and its right side rises as c grows: the map ascends and float
@@ -812,7 +818,7 @@ AVX2 void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_arg
     size_t e = end - b < _MT_CODEC_BLOCK ? end : b + _MT_CODEC_BLOCK;
     if (fused4 && e - b == _MT_CODEC_BLOCK) {
       q4_block_avx2(s, a, m, v, b, mbc, vbc);
-      write_out(a, b, e);
+      write_out_avx2(a, b, e);
       continue;
     }
     decode_block_avx2(m, mmap, mb, b, e);
@@ -833,7 +839,7 @@ AVX2 void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_arg
     else
       encode_block_avx2(v, vmap, vlen, vlut, walk_up[vi][0], walk_down[vi][0], vbc, thr8p[0], vb,
                         b, e);
-    write_out(a, b, e);
+    write_out_avx2(a, b, e);
   }
 }
 #else

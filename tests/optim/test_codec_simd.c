@@ -243,6 +243,34 @@ static void probe_encode4_scaled(int is_signed) {
   free(x);
 }
 
+/* The vector bf16/fp16 write-back against the scalar rounding, on every
+ * 257th float bit pattern (all exponents, both signs, NaNs with payloads,
+ * infinities, subnormals, fp16's overflow edge) plus the fp16 and bf16
+ * rounding edges themselves, at an odd length so the tail runs too. */
+static void probe_round_out(void) {
+  enum { N = (1 << 24) + 7 };
+  float *x = malloc(N * sizeof(float));
+  uint16_t *v = malloc(N * 2), *w = malloc(N * 2);
+  CHECK(x != NULL && v != NULL && w != NULL, "malloc");
+  for (uint32_t i = 0; i < N; i++) {
+    uint32_t u = i * 257u;
+    if (i % 97 == 0) /* around 65520 (fp16's last finite midpoint) and 2^-25 */
+      u = (i & 1 ? 0x477ff000u : 0x33000000u) + (i % 5) - 2;
+    memcpy(&x[i], &u, 4);
+  }
+  for (int dt = _MT_DT_BF16; dt <= _MT_DT_F16; dt++) {
+    _mt_round_out_avx2(x, v, dt, N);
+    for (uint32_t i = 0; i < N; i++) {
+      w[i] = dt == _MT_DT_BF16 ? _mt_f32_to_bf16(x[i]) : _mt_f32_to_f16(x[i]);
+      CHECK(v[i] == w[i], "%s write-back of %a (0x%08x): 0x%04x, scalar 0x%04x",
+            dt == _MT_DT_BF16 ? "bf16" : "fp16", x[i], i * 257u, v[i], w[i]);
+    }
+  }
+  free(x);
+  free(v);
+  free(w);
+}
+
 /* Through the optimizer: isa SCALAR takes the scalar codec path, AUTO the
  * AVX2 one; two threads, two tensors (one with a tail block), 4 steps. */
 static void via_optim(_mt_codec_t codec) {
@@ -285,6 +313,7 @@ int main(void) {
   CHECK(_mt_codec_kernel_q(_MT_ISA_AUTO) == _mt_adam_kernel_q_avx2, "auto choice");
   probe_encode(8);
   probe_encode(4);
+  probe_round_out();
   probe_encode4_scaled(1);
   probe_encode4_scaled(0);
   const _mt_adam_hp_t hps[] = {
@@ -303,6 +332,7 @@ int main(void) {
   for (size_t b = 0; b < 2; b++) {
     run_dt(4229, bitss[b], &hps[0], 3, 1.0f, NULL, _MT_DT_BF16);
     run_dt(70001, bitss[b], &hps[1], 3, 0.37f, NULL, _MT_DT_F16);
+    run_dt(4229, bitss[b], &hps[1], 3, 1.0f, NULL, _MT_DT_F16); /* NaNs, fp16 write-back */
   }
   via_optim(_MT_CODEC_8BIT);
   via_optim(_MT_CODEC_4BIT);
