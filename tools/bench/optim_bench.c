@@ -3,7 +3,8 @@
  * roofline and against torch's CPU AdamW. Run by hand, not a test.
  *
  *   optim_bench [--params N] [--threads 1,2] [--reps 5] [--codecs none,8bit,4bit]
- *               [--no-torch] [--no-deepspeed] [--ds-python PY] [--json]
+ *               [--weights f32|bf16|f16] [--no-torch] [--no-deepspeed]
+ *               [--ds-python PY] [--json]
  *
  * For each thread count: the STREAM triad over three arrays of doubles at
  * least 4x the last-level cache (best of reps; bytes counted as STREAM
@@ -15,7 +16,9 @@
  * the kernel can exceed that roofline; roofline_write_allocate_gparams_per_s
  * counts the triad's 32 bytes. Then one AdamW step over N FP32 parameters (one
  * tensor, FP32 masters updated in place) per state codec (none, 8bit,
- * 4bit; --codecs picks some), the median of reps steps (and the best), and torch.optim.AdamW (foreach off and on) on the
+ * 4bit; --codecs picks some), the median of reps steps (and the best);
+ * --weights bf16|f16 registers narrow weights (FP32 masters inside, the
+ * rounded copy written back every step, 2 more bytes per parameter), and torch.optim.AdamW (foreach off and on) on the
  * same N at the same thread count via tools/bench/optim_torch.py.
  * And DeepSpeed's DeepSpeedCPUAdam (FP32 state, AdamW mode) on the same N
  * at the same thread count via tools/bench/optim_deepspeed.py, run with
@@ -120,16 +123,14 @@ static void run_line(const char *cmd, char *buf, size_t len) {
   pclose(f);
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 /* One AdamW step over n FP32 parameters, reps times: the median and the
  * best step rate in G params/s (*best). */
+static int wdtype = _MT_DT_F32; /* --weights: the registered weights' dtype */
+
 static double adamw(size_t n, int threads, _mt_codec_t codec, int reps, double *best_rate) {
   float *p = malloc(n * 4), *g = malloc(n * 4);
-  if (!p || !g) {
+  uint16_t *p16 = wdtype == _MT_DT_F32 ? NULL : malloc(n * 2);
+  if (!p || !g || (wdtype != _MT_DT_F32 && !p16)) {
     fprintf(stderr, "optim_bench: out of memory for %zu parameters\n", n);
     exit(1);
   }
@@ -143,7 +144,10 @@ static double adamw(size_t n, int threads, _mt_codec_t codec, int reps, double *
                          .isa = _MT_ISA_AUTO, .codec = codec, .threads = threads, .node = -1};
   _mt_optim_t *o;
   int rc = _mt_optim_create(&cfg, &o);
-  if (rc != 0 || _mt_optim_add(o, p, n, _MT_DT_F32, g) != 0) {
+  if (p16 != NULL) /* narrow device weights: the optimizer keeps FP32 masters */
+    for (size_t i = 0; i < n; i++)
+      p16[i] = wdtype == _MT_DT_BF16 ? _mt_f32_to_bf16(p[i]) : _mt_f32_to_f16(p[i]);
+  if (rc != 0 || _mt_optim_add(o, p16 ? (void *)p16 : p, n, wdtype, g) != 0) {
     fprintf(stderr, "optim_bench: optimizer setup failed (%d)\n", rc);
     exit(1);
   }
@@ -159,8 +163,9 @@ static double adamw(size_t n, int threads, _mt_codec_t codec, int reps, double *
   }
   _mt_optim_destroy(o);
   free(p);
+  free(p16);
   free(g);
-  qsort(secs, (size_t)reps, sizeof(double), cmp_double);
+  qsort(secs, (size_t)reps, sizeof(double), bench_cmp_double);
   *best_rate = (double)n / secs[0] / 1e9;
   return (double)n / secs[reps / 2] / 1e9;
 }
@@ -186,6 +191,9 @@ int main(int argc, char **argv) {
       codec_mask |= strstr(c, "none") ? 1u : 0;
       codec_mask |= strstr(c, "8bit") ? 2u : 0;
       codec_mask |= strstr(c, "4bit") ? 4u : 0;
+    } else if (!strcmp(argv[i], "--weights") && i + 1 < argc) {
+      const char *w = argv[++i];
+      wdtype = !strcmp(w, "bf16") ? _MT_DT_BF16 : !strcmp(w, "f16") ? _MT_DT_F16 : _MT_DT_F32;
     } else if (!strcmp(argv[i], "--no-deepspeed")) {
       run_ds = 0;
     } else if (!strcmp(argv[i], "--ds-python") && i + 1 < argc) {
@@ -196,14 +204,15 @@ int main(int argc, char **argv) {
       run_torch = 0;
     } else {
       fprintf(stderr, "usage: optim_bench [--params N] [--threads 1,2] [--reps 5] [--codecs none,8bit,4bit] "
-                      "[--no-torch] [--no-deepspeed] [--ds-python PY] [--json]\n");
+                      "[--weights f32|bf16|f16] [--no-torch] [--no-deepspeed] [--ds-python PY] [--json]\n");
       return 2;
     }
   }
   static const char *codec_names[] = {"none", "8bit", "4bit"};
   if (json)
-    printf("{\"params\": %zu, \"reps\": %d, \"kernel\": \"%s\", \"bytes_per_param\": 28, \"runs\": [\n",
-           n, reps, _mt_adam_kernel(_MT_ISA_AVX512) ? "avx512" : _mt_adam_kernel(_MT_ISA_AVX2) ? "avx2" : "scalar");
+    printf("{\"params\": %zu, \"reps\": %d, \"weights\": \"%s\", \"kernel\": \"%s\", "
+           "\"bytes_per_param\": 28, \"runs\": [\n",
+           n, reps, wdtype == _MT_DT_BF16 ? "bf16" : wdtype == _MT_DT_F16 ? "f16" : "f32", _mt_adam_kernel(_MT_ISA_AVX512) ? "avx512" : _mt_adam_kernel(_MT_ISA_AVX2) ? "avx2" : "scalar");
   for (int t = 0; t < nthreads; t++) {
     size_t te;
     double bw = triad(threads[t], reps, &te);
