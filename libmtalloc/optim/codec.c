@@ -412,7 +412,11 @@ void _mt_adam_kernel_q_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t
  * all 15 for 4 bits (count_up), for 8 bits only those in the window around
  * the LUT guess that walk_bounds allows. Block tails (fewer than 8
  * elements) go through the scalar code. 8- and 4-bit codes only; 2-bit
- * stays scalar. */
+ * stays scalar. When both moments are 4-bit (the common case), whole
+ * blocks take a faster route to the same bits: q4_block_avx2 decodes and
+ * updates in registers, and encode4_scaled compares x with the thresholds
+ * moved to the block's scale (thr4_mid) instead of dividing. The bf16/fp16
+ * write-back is adam_kernels.c's vector one. */
 #define AVX2 __attribute__((target("avx2,f16c"))) /* f16c: fp16 gradients */
 
 AVX2 static void decode_block_avx2(const _mt_qtensor_t *q, const float *map, float *x, size_t b,
