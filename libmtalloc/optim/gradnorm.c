@@ -22,6 +22,10 @@
  * default and avx2; under avx512 aten's vectors are 16 lanes wide and the
  * order differs (not reproduced). A bf16/fp16 gradient is widened to float
  * first: the norm of grad.float(), as the FP32-master reference computes.
+ * That is not what clip_grad_norm_ gives on the bf16/fp16 tensors
+ * themselves: there each per-tensor norm (and so the total) is rounded to
+ * the gradient's dtype, a coarser number; a caller who wants that passes
+ * torch's own total to _mt_adam_clip_coef.
  *
  * The coefficient: Python's max_norm / tensor is Tensor.__rdiv__, which is
  * tensor.reciprocal() * max_norm, not a division; so (1 / (total +
