@@ -639,6 +639,33 @@ AVX2 static inline float hmax8(__m256 v) {
   return _mm_cvtss_f32(h);
 }
 
+/* Packs the 16 code vectors c of block b of x into q. nan: some lane of
+ * x may be a NaN; its code is then the scalar path's, the LUT guess of its
+ * NaN y = x / absmax (q's scale). Two packs narrow 8 vectors of codes to
+ * bytes, a permute restores their order, and a multiply-add joins each
+ * pair of bytes into one (lo | hi << 4). */
+AVX2 static inline void pack4(_mt_qtensor_t *q, const uint8_t *lut, const float *x, size_t b,
+                              __m256i *c, __m256 nan) {
+  if (!_mm256_testz_ps(nan, nan)) {
+    const __m256 va = _mm256_set1_ps(q->scales[b / _MT_CODEC_BLOCK]);
+    for (int k = 0; k < 16; k++)
+      c[k] = nan_guess(c[k], _mm256_div_ps(_mm256_loadu_ps(x + 8 * k), va), lut);
+  }
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const __m256i pairs = _mm256_set1_epi16(0x1001); /* byte 0 x 1 + byte 1 x 16 */
+  for (int i = 0; i < 16; i += 8) {
+    /* packs interleave 128-bit halves: after both, dword j of the result
+     * holds elements of vector order[j] */
+    __m256i w01 = _mm256_packus_epi32(c[i], c[i + 1]), w23 = _mm256_packus_epi32(c[i + 2], c[i + 3]);
+    __m256i w45 = _mm256_packus_epi32(c[i + 4], c[i + 5]), w67 = _mm256_packus_epi32(c[i + 6], c[i + 7]);
+    __m256i b0 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w01, w23), order);
+    __m256i b1 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w45, w67), order);
+    __m256i n0 = _mm256_maddubs_epi16(b0, pairs), n1 = _mm256_maddubs_epi16(b1, pairs);
+    __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi16(n0, n1), 0xd8);
+    _mm256_storeu_si256((__m256i *)(q->codes + (b + 8 * (size_t)i) / 2), packed);
+  }
+}
+
 /* A whole 4-bit block (128 elements) of x, whose absmax is amax, into q,
  * bit-identical to encode_block_avx2 (and so to the scalar encode) without
  * dividing: the codes come from comparing x itself with the thresholds
@@ -687,6 +714,34 @@ AVX2 static void encode4_scaled(_mt_qtensor_t *q, const float *map, const uint8_
     __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi16(n0, n1), 0xd8);
     _mm256_storeu_si256((__m256i *)(q->codes + (b + i) / 2), packed);
   }
+}
+
+/* encode4_scaled for both moments of a block at once, both absmaxes
+ * positive and finite: one loop runs both searches, so each vector's two
+ * dependency chains overlap and the loop's own cost is paid once. */
+AVX2 static void encode4_pair(_mt_qtensor_t *m, _mt_qtensor_t *v, const float *mx,
+                              const float *vx, size_t b, float am, float av) {
+  float mt[16] __attribute__((aligned(32))), vt[16] __attribute__((aligned(32)));
+  m->scales[b / _MT_CODEC_BLOCK] = am;
+  v->scales[b / _MT_CODEC_BLOCK] = av;
+  x_thresholds4(1, am, mt);
+  x_thresholds4(0, av, vt);
+  const __m256 mr8 = _mm256_load_ps(mt), mr4 = _mm256_load_ps(mt + 8);
+  const __m256 mb3 = _mm256_set1_ps(mt[12]), mb11 = _mm256_set1_ps(mt[13]),
+               mb7 = _mm256_set1_ps(mt[14]);
+  const __m256 vr8 = _mm256_load_ps(vt), vr4 = _mm256_load_ps(vt + 8);
+  const __m256 vb3 = _mm256_set1_ps(vt[12]), vb11 = _mm256_set1_ps(vt[13]),
+               vb7 = _mm256_set1_ps(vt[14]);
+  __m256i cm[16], cv[16];
+  __m256 nan = _mm256_setzero_ps();
+  for (int k = 0; k < 16; k++) {
+    __m256 x = _mm256_loadu_ps(mx + 8 * k), y = _mm256_loadu_ps(vx + 8 * k);
+    cm[k] = search4(x, mr8, mr4, mb3, mb11, mb7);
+    cv[k] = search4(y, vr8, vr4, vb3, vb11, vb7);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, y, _CMP_UNORD_Q)); /* either a NaN */
+  }
+  pack4(m, lut4[1], mx, b, cm, nan);
+  pack4(v, lut4[0], vx, b, cv, nan);
 }
 
 AVX2 static void encode4_block_avx2(_mt_qtensor_t *q, const float *map, const uint8_t *lut,
@@ -776,8 +831,13 @@ AVX2 static void q4_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_
     mmax = _mm256_max_ps(_mm256_and_ps(mn, absmask), mmax);
     vmax = _mm256_max_ps(_mm256_and_ps(vn, absmask), vmax);
   }
-  encode4_scaled(m, map4[1], lut4[1], mbc, mb, b, hmax8(mmax));
-  encode4_scaled(v, map4[0], lut4[0], vbc, vb, b, hmax8(vmax));
+  const float am = hmax8(mmax), av = hmax8(vmax);
+  if (!(am > 0 && am <= FLT_MAX) || !(av > 0 && av <= FLT_MAX)) { /* rare: one at a time */
+    encode4_scaled(m, map4[1], lut4[1], mbc, mb, b, am);
+    encode4_scaled(v, map4[0], lut4[0], vbc, vb, b, av);
+    return;
+  }
+  encode4_pair(m, v, mb, vb, b, am, av);
 }
 
 AVX2 void _mt_codec_encode_avx2(_mt_qtensor_t *q, const float *x, size_t begin, size_t end) {
