@@ -775,7 +775,10 @@ AVX2 static void q4_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_
   const __m256 ms = _mm256_set1_ps(msc), vs = _mm256_set1_ps(vsc);
   const __m256 mlo = _mm256_loadu_ps(map4[1]), mhi = _mm256_loadu_ps(map4[1] + 8);
   const __m256 vlo = _mm256_loadu_ps(map4[0]), vhi = _mm256_loadu_ps(map4[0] + 8);
-  /* v's floor (decode_block): only in a block with a positive scale */
+  /* v's floor (decode_block) applies in a block with a positive scale, but
+   * can change something only where map * scale underflows to 0: the
+   * smallest entry (1e-4) times a scale of 2^-100 or more cannot */
+  const bool vfloor_on = vsc > 0 && vsc < 0x1p-100f;
   const __m256 vfloor = vsc > 0 ? _mm256_castsi256_ps(_mm256_set1_epi32(-1)) : _mm256_setzero_ps();
   const __m256 tiny = _mm256_set1_ps(0x1p-149f), zero = _mm256_setzero_ps();
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -798,7 +801,8 @@ AVX2 static void q4_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_
                                                _mm256_permutevar8x32_ps(vhi, cv),
                                                _mm256_castsi256_ps(_mm256_slli_epi32(cv, 28))),
                               vs);
-    vo = _mm256_blendv_ps(vo, tiny, _mm256_and_ps(vfloor, _mm256_cmp_ps(vo, zero, _CMP_NGT_UQ)));
+    if (vfloor_on)
+      vo = _mm256_blendv_ps(vo, tiny, _mm256_and_ps(vfloor, _mm256_cmp_ps(vo, zero, _CMP_NGT_UQ)));
     __m256 g;
     if (gdt == _MT_DT_BF16)
       g = _mm256_castsi256_ps(_mm256_slli_epi32(
