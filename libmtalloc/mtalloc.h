@@ -136,9 +136,10 @@ MT_API void mt_torch_free(void *ptr, size_t size, int device, void *stream);
  * weights, an element count, a dtype and a host FP32 gradient array; the
  * step updates FP32 masters (f32 weights are their own master, updated in
  * place; bf16/fp16 weights get an FP32 master and receive the rounded
- * result, nearest even). NOT YET: registering a pager region, writing into
- * the pager's host copy and marking the device copy stale, gradients in
- * device dtypes, NUMA-placed state inside MT_MAX_HOST, the NVMe tier, and
+ * result, nearest even; gradients may be bf16/fp16 too). NOT YET:
+ * registering a pager region, writing into the pager's host copy and
+ * marking the device copy stale, NUMA-placed state inside MT_MAX_HOST, the
+ * NVMe tier, and
  * the PyTorch wiring (a later issue); MT_THREADS and
  * MT_OPTIMIZER_COMPRESSION are read here only.
  *
@@ -157,7 +158,7 @@ typedef enum mt_dtype {
 } mt_dtype_t;
 
 enum { /* mt_optim_params_t.kernel */
-  MT_OPTIM_KERNEL_AUTO = 0, /* the widest this CPU has */
+  MT_OPTIM_KERNEL_AUTO = 0, /* MT_OPTIM_KERNEL (default auto: the widest this CPU has) */
   MT_OPTIM_KERNEL_SCALAR = 1,
   MT_OPTIM_KERNEL_AVX2 = 2,
   MT_OPTIM_KERNEL_AVX512 = 3,
@@ -198,16 +199,29 @@ MT_API void mt_optim_destroy(mt_optim_t *o);
  * the optimizer). Returns the parameter's index, or -errno. */
 MT_API int mt_optim_register(mt_optim_t *o, void *weights, size_t count, mt_dtype_t dtype,
                              const float *grad);
+/* The same with a gradient in grad_dtype (bf16 or fp16 as the device
+ * produced it, or f32): each element is widened exactly to float as the
+ * step reads it, so the result is torch's step on the float32 copy of the
+ * gradient (grad.float()) applied to the FP32 master. */
+MT_API int mt_optim_register_grad(mt_optim_t *o, void *weights, size_t count, mt_dtype_t dtype,
+                                  const void *grad, mt_dtype_t grad_dtype);
 /* Starts a step of parameter `param` (-1 = all) and returns at once; every
  * gradient is multiplied by clip_coef first (1 = no clipping; see
  * mt_optim_clip_coef). 0, -EBUSY (a step in flight), -EINVAL. */
 MT_API int mt_optim_step(mt_optim_t *o, int param, float clip_coef);
 /* Waits for the step in flight (if any). Returns 0. */
 MT_API int mt_optim_wait(mt_optim_t *o);
+/* The global 2-norm of every registered gradient, computed as
+ * torch.nn.utils.clip_grad_norm_ computes it on a CPU (per-tensor norms in
+ * aten's reduction order, then the norm of those, in registration order):
+ * bit for bit torch's value under ATEN_CPU_CAPABILITY default or avx2 (see
+ * libmtalloc/optim/gradnorm.c). Runs on the optimizer's threads and returns
+ * when done. 0 or -EBUSY (a step in flight). */
+MT_API int mt_optim_grad_norm(mt_optim_t *o, float *total_norm);
 /* torch.nn.utils.clip_grad_norm_'s coefficient, min(max_norm / (total_norm
- * + 1e-6), 1), in float as torch computes it. The global norm itself is
- * the caller's (torch reduces in its own order; pass torch's value for
- * bit-exactness). */
+ * + 1e-6), 1), in float exactly as torch computes it (a reciprocal and a
+ * product). Clipping as torch does: mt_optim_grad_norm, then
+ * mt_optim_step(o, -1, mt_optim_clip_coef(total, max_norm)). */
 MT_API float mt_optim_clip_coef(float total_norm, double max_norm);
 /* Worker threads of o. */
 MT_API int mt_optim_threads(const mt_optim_t *o);

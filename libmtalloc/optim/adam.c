@@ -66,21 +66,14 @@ int _mt_adam_scalars(const _mt_adam_hp_t *hp, float step, float clip, _mt_adam_s
   return 0;
 }
 
-float _mt_adam_clip_coef(float total_norm, double max_norm) {
-  /* torch: clip_coef = max_norm / (total_norm + 1e-6) on a float32 tensor,
-   * then clamp(max=1.0). */
-  float c = (float)max_norm / (total_norm + (float)1e-6);
-  return c < 1.0f ? c : 1.0f;
-}
-
 static bool isa_ok(_mt_adam_isa_t isa) {
 #if defined(__x86_64__)
   __builtin_cpu_init();
   switch (isa) {
     case _MT_ISA_SCALAR:
       return true;
-    case _MT_ISA_AVX2:
-      return __builtin_cpu_supports("avx2");
+    case _MT_ISA_AVX2: /* f16c: the kernel widens fp16 gradients with vcvtph2ps */
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
     case _MT_ISA_AVX512:
       return __builtin_cpu_supports("avx512f");
     default:

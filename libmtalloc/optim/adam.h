@@ -8,6 +8,8 @@
  * narrower device copy, writes the rounded weight (bf16 or fp16, round to
  * nearest even) from the block while it is still in L1.
  *
+ * Gradients may be bf16 or fp16 (widened exactly as they are loaded).
+ *
  * Exactness: the per-element arithmetic is the one torch.optim.AdamW /
  * Adam's single-tensor path (foreach=False, fused=False) performs on a CPU
  * with ATEN_CPU_CAPABILITY=default, operation for operation, in the same
@@ -42,8 +44,9 @@
  * IEEE-sqrt kernels differ in p by the sqrt's ulp where it rounds
  * differently (AdamW's m, v and vmax never depend on p and still match;
  * Adam's L2 term carries p's difference into them). Gradient clipping: the clamped
- * coefficient torch applied is passed in (g * clip, as clip_grad_norm_'s
- * mul_); the global norm itself is not recomputed here. The three kernels
+ * coefficient is applied as clip_grad_norm_'s mul_ does (g * clip); the
+ * global norm can be computed here in torch's own reduction order
+ * (gradnorm.c, bit-exact) or passed in. The three kernels
  * (scalar, AVX2, AVX-512) give the same bits for every element, tails
  * included. NaN: max() keeps the first operand unless the second is larger
  * (x86 maxps), where torch.maximum propagates NaN: exact only for finite
@@ -101,14 +104,32 @@ typedef struct _mt_adam_scalars {
 } _mt_adam_scalars_t;
 
 /* One parameter's arrays for a kernel call. vmax is NULL unless amsgrad;
- * out is NULL or a bf16/fp16 array (out_dtype) receiving round(p). */
+ * out is NULL or a bf16/fp16 array (out_dtype) receiving round(p). The
+ * gradient is g (g_dtype _MT_DT_F32, the zero default) or g16 (g_dtype
+ * _MT_DT_BF16 / _MT_DT_F16), widened exactly to float as it is loaded, so
+ * the step is torch's on the float32 copy of a narrow gradient. */
 typedef struct _mt_adam_args {
   float *p;
   const float *g;
+  const uint16_t *g16;
+  int g_dtype;
   float *m, *v, *vmax;
   void *out;
   int out_dtype;
 } _mt_adam_args_t;
+
+/* The same arrays from element off on (a block of them as its own tensor). */
+static inline _mt_adam_args_t _mt_adam_args_at(const _mt_adam_args_t *a, size_t off) {
+  _mt_adam_args_t r = *a;
+  r.p = a->p + off;
+  r.g = a->g ? a->g + off : NULL;
+  r.g16 = a->g16 ? a->g16 + off : NULL;
+  r.m = a->m ? a->m + off : NULL;
+  r.v = a->v ? a->v + off : NULL;
+  r.vmax = a->vmax ? a->vmax + off : NULL;
+  r.out = a->out ? (uint16_t *)a->out + off : NULL;
+  return r;
+}
 
 typedef void (*_mt_adam_kernel_fn)(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
                                    size_t begin, size_t end);
@@ -127,10 +148,6 @@ typedef enum _mt_adam_isa {
  * float32) with gradient multiplier clip (1 = none). 0 or -EINVAL on a
  * hyper-parameter torch rejects (lr < 0, eps < 0, beta outside [0, 1)). */
 int _mt_adam_scalars(const _mt_adam_hp_t *hp, float step, float clip, _mt_adam_scalars_t *s);
-/* torch.nn.utils.clip_grad_norm_'s clamped coefficient from the total norm
- * (computed by the caller): min(f(max_norm) / (total_norm + f(1e-6)), 1) in
- * float, as torch computes it on a float32 norm. */
-float _mt_adam_clip_coef(float total_norm, double max_norm);
 /* The kernel for isa; NULL when this CPU (or this build) lacks it, or, for
  * _MT_ISA_MKL, when libmkl_rt.so.2 is not on the loader's path. */
 _mt_adam_kernel_fn _mt_adam_kernel(_mt_adam_isa_t isa);
@@ -151,6 +168,18 @@ typedef void (*_mt_sqrt_fn)(size_t n, const float *in, float *out);
  * With it, _mt_adam_kernel_vsqrt reproduces stock torch's bits. */
 _mt_sqrt_fn _mt_adam_mkl_sqrt(const char *path);
 
+// gradnorm.c
+/* torch.linalg.vector_norm(g, 2) of n elements of dtype _MT_DT_*, in
+ * aten's reduction order (gradnorm.c), bit for bit; the AVX2 path unless
+ * isa is SCALAR or the CPU lacks AVX2 (same bits either way). The global
+ * norm of several tensors is this applied to their norms. */
+float _mt_grad_norm2(const void *g, int dtype, size_t n, _mt_adam_isa_t isa);
+/* torch.nn.utils.clip_grad_norm_'s clamped coefficient from the total
+ * norm: min((1 / (total_norm + f(1e-6))) * f(max_norm), 1) in float, as
+ * torch computes max_norm / (total + 1e-6) on a float32 tensor (rdiv is a
+ * reciprocal and a product). */
+float _mt_adam_clip_coef(float total_norm, double max_norm);
+
 // adam_kernels.c
 /* The scalar kernel with the square root taken from sq, block by block:
  * pass 1 updates g, p (decay), m, v, vmax and collects the sqrt operands
@@ -163,5 +192,9 @@ void _mt_adam_kernel_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
                           size_t end);
 void _mt_adam_kernel_avx512(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,
                             size_t end);
+/* o[i] = bf16 or fp16 (dtype) of p[i], i < n, bit-identical to
+ * _mt_f32_to_bf16 / _mt_f32_to_f16; AVX2 and F16C (only where the AVX2
+ * kernel is handed out). */
+void _mt_round_out_avx2(const float *p, uint16_t *o, int dtype, size_t n);
 
 #endif

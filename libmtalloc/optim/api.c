@@ -1,8 +1,9 @@
 /*
  * api.c - the public host-optimizer API of mtalloc.h (mt_optim_*), a thin
  * layer over optim.c: it maps public enums and defaults to the internal
- * ones, reads MT_THREADS and MT_OPTIMIZER_COMPRESSION from the one options
- * table, and keeps the last save/load error text for mt_optim_error.
+ * ones, reads MT_THREADS, MT_OPTIMIZER_COMPRESSION and MT_OPTIM_KERNEL from
+ * the one options table, and keeps the last save/load error text for
+ * mt_optim_error.
  *
  * Threading: as optim.c, one owner thread per optimizer.
  */
@@ -13,6 +14,12 @@
 #include "internal.h"
 #include "mtalloc.h"
 #include "optim.h"
+
+_Static_assert((int)MT_OPTIM_KERNEL_SCALAR == (int)_MT_ISA_SCALAR &&
+                   (int)MT_OPTIM_KERNEL_AVX2 == (int)_MT_ISA_AVX2 &&
+                   (int)MT_OPTIM_KERNEL_AVX512 == (int)_MT_ISA_AVX512 &&
+                   (int)MT_OPTIM_KERNEL_TORCH_MKL == (int)_MT_ISA_MKL,
+               "public kernel ids, MT_OPTIM_KERNEL's choices and _mt_adam_isa_t agree");
 
 struct mt_optim {
   _mt_optim_t *o;
@@ -39,7 +46,12 @@ MT_API int mt_optim_create(const mt_optim_params_t *p, mt_optim_t **out) {
       .hp = {.lr = p->lr, .beta1 = p->beta1, .beta2 = p->beta2, .eps = p->eps,
              .weight_decay = p->weight_decay, .decoupled = p->adamw != 0,
              .amsgrad = p->amsgrad != 0, .maximize = p->maximize != 0},
-      .isa = (_mt_adam_isa_t)p->kernel,
+      /* the option's choice index is auto|scalar|avx2|avx512|mkl, the
+       * enum's order: a caller's AUTO leaves the choice to the environment,
+       * so a test or a user can force one kernel without a rebuild */
+      .isa = (_mt_adam_isa_t)(p->kernel == MT_OPTIM_KERNEL_AUTO
+                                  ? (int)_mt_opt_int(MT_OPT_OPTIM_KERNEL)
+                                  : p->kernel),
       .codec = (_mt_codec_t)state,
       .threads = p->threads ? p->threads : (int)_mt_opt_int(MT_OPT_THREADS),
       .node = (int)_mt_opt_int(MT_OPT_NUMA_NODE),
@@ -68,6 +80,11 @@ MT_API int mt_optim_register(mt_optim_t *o, void *weights, size_t count, mt_dtyp
   return _mt_optim_add(o->o, weights, count, (int)dtype, grad);
 }
 
+MT_API int mt_optim_register_grad(mt_optim_t *o, void *weights, size_t count, mt_dtype_t dtype,
+                                  const void *grad, mt_dtype_t grad_dtype) {
+  return _mt_optim_add_grad(o->o, weights, count, (int)dtype, grad, (int)grad_dtype);
+}
+
 MT_API int mt_optim_step(mt_optim_t *o, int param, float clip_coef) {
   return _mt_optim_step(o->o, param, clip_coef);
 }
@@ -75,6 +92,10 @@ MT_API int mt_optim_step(mt_optim_t *o, int param, float clip_coef) {
 MT_API int mt_optim_wait(mt_optim_t *o) {
   _mt_optim_wait(o->o);
   return 0;
+}
+
+MT_API int mt_optim_grad_norm(mt_optim_t *o, float *total_norm) {
+  return _mt_optim_grad_norm(o->o, total_norm);
 }
 
 MT_API float mt_optim_clip_coef(float total_norm, double max_norm) {

@@ -34,6 +34,8 @@
  * Threading: pure functions over disjoint block ranges.
  */
 #include <errno.h>
+#include <float.h>
+#include <stdbool.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -165,6 +167,39 @@ static void build_thresholds(float *thr, const float *map, unsigned len) {
   }
 }
 
+/* The 4-bit encode without a division (encode4_block_avx2). For the y =
+ * x / a the scalar encode compares, y >= t holds exactly when x is at least
+ * X(t, a) = the smallest float x with fl(x / a) >= t (division by a > 0 is
+ * monotone), and X is found without dividing: fl(x / a) >= t iff the real
+ * x / a lies above the midpoint h between t and the float below it, or on
+ * it when the tie rounds to t (t's significand even). So X is the smallest
+ * float above a * h, or at it for an even t; a * h is exact in double (24
+ * by 25 significant bits), so one product and one rounding give X exactly.
+ * thr4_mid[s][k] is h and thr4_even[s][k] the tie flag, with the 15
+ * thresholds in the order the vector search wants them (Q4_ORDER): the 8
+ * of its last level, the 4 of its third, then 3, 11, 7, and a pad. */
+static double thr4_mid[2][16] __attribute__((aligned(32)));
+static int64_t thr4_even[2][16] __attribute__((aligned(32)));
+static int thr4_xspace; /* every 4-bit threshold finite and non-zero: the above holds */
+static const int Q4_ORDER[16] = {0, 2, 4, 6, 8, 10, 12, 14, 1, 5, 9, 13, 3, 11, 7, 7};
+
+static void build_thr4_mid(void) {
+  thr4_xspace = 1;
+  for (int s = 0; s < 2; s++)
+    for (int k = 0; k < 16; k++) {
+      float t = thr4[s][Q4_ORDER[k]];
+      if (!isfinite(t) || t == 0.0f) {
+        thr4_xspace = 0; /* not with these maps; the division path stays */
+        continue;
+      }
+      float below = funkey(fkey(t) - 1); /* the next float down in value */
+      uint32_t tb;
+      memcpy(&tb, &t, 4);
+      thr4_mid[s][k] = ((double)below + (double)t) / 2; /* exact in double */
+      thr4_even[s][k] = (tb & 1) == 0 ? -1 : 0;
+    }
+}
+
 static void build_all(void) {
   for (int s = 0; s < 2; s++) {
     build(map8[s], 8, s);
@@ -181,6 +216,7 @@ static void build_all(void) {
     thr8p[s][0] = -INFINITY;
     thr8p[s][256] = NAN;
   }
+  build_thr4_mid();
 }
 
 static const uint8_t *lut_of(int bits, int is_signed) {
@@ -351,8 +387,11 @@ void _mt_adam_kernel_q_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t
     decode_block(m, mmap, mb, b, e);
     decode_block(v, vmap, vb, b, e);
     /* the block as its own tensor: adam.h's arithmetic, element by element */
-    _mt_adam_args_t blk = {.p = a->p + b, .g = a->g + b, .m = mb, .v = vb, .vmax = NULL,
-                           .out = NULL};
+    _mt_adam_args_t blk = _mt_adam_args_at(a, b);
+    blk.m = mb;
+    blk.v = vb;
+    blk.vmax = NULL;
+    blk.out = NULL;
     _mt_adam_kernel_scalar(s, &blk, 0, e - b);
     encode_block(m, mmap, mlen, mb, b, e);
     encode_block(v, vmap, vlen, vb, b, e);
@@ -373,8 +412,12 @@ void _mt_adam_kernel_q_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t
  * all 15 for 4 bits (count_up), for 8 bits only those in the window around
  * the LUT guess that walk_bounds allows. Block tails (fewer than 8
  * elements) go through the scalar code. 8- and 4-bit codes only; 2-bit
- * stays scalar. */
-#define AVX2 __attribute__((target("avx2")))
+ * stays scalar. When both moments are 4-bit (the common case), whole
+ * blocks take a faster route to the same bits: q4_block_avx2 decodes and
+ * updates in registers, and encode4_scaled compares x with the thresholds
+ * moved to the block's scale (thr4_mid) instead of dividing. The bf16/fp16
+ * write-back is adam_kernels.c's vector one. */
+#define AVX2 __attribute__((target("avx2,f16c"))) /* f16c: fp16 gradients */
 
 AVX2 static void decode_block_avx2(const _mt_qtensor_t *q, const float *map, float *x, size_t b,
                                    size_t e) {
@@ -413,6 +456,12 @@ AVX2 static void decode_block_avx2(const _mt_qtensor_t *q, const float *map, flo
     for (; i < n; i++)
       x[i] = x[i] > 0 ? x[i] : 0x1p-149f;
   }
+}
+
+/* The block's bf16/fp16 write-back, vectorised (adam_kernels.c). */
+static inline void write_out_avx2(const _mt_adam_args_t *a, size_t b, size_t e) {
+  if (a->out != NULL)
+    _mt_round_out_avx2(a->p + b, (uint16_t *)a->out + b, a->out_dtype, e - b);
 }
 
 /* The 16-entry maps without a LUT or a gather. The walk's step-up test at
@@ -540,6 +589,282 @@ AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned 
   }
 }
 
+/* X(t_k, a) for the 15 4-bit thresholds of map s (see thr4_mid), into
+ * xt[16] in Q4_ORDER: the float nearest a * h, moved one step up when it
+ * lies below a * h, or on it for an odd t. A step up from a float f is
+ * bits + 1 for f >= +0 and bits - 1 for f < 0 (toward zero); f = -0 never
+ * steps (a * h < 0 rounds to -0 only when a * h is above it). */
+AVX2 static void x_thresholds4(int s, float a, float *xt) {
+  const __m256d va = _mm256_set1_pd((double)a);
+  const __m256i lo32 = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+  for (int k = 0; k < 16; k += 4) {
+    __m256d ah = _mm256_mul_pd(va, _mm256_load_pd(thr4_mid[s] + k));
+    __m128 f = _mm256_cvtpd_ps(ah);
+    __m256d fd = _mm256_cvtps_pd(f);
+    __m256d up = _mm256_or_pd(
+        _mm256_cmp_pd(fd, ah, _CMP_LT_OQ),
+        _mm256_andnot_pd(_mm256_castsi256_pd(_mm256_load_si256((const __m256i *)(thr4_even[s] + k))),
+                         _mm256_cmp_pd(fd, ah, _CMP_EQ_OQ)));
+    __m128i up32 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(_mm256_castpd_si256(up), lo32));
+    __m128i fi = _mm_castps_si128(f);
+    __m128i step = _mm_or_si128(_mm_srai_epi32(fi, 31), _mm_set1_epi32(1));
+    _mm_storeu_si128((__m128i *)(xt + k), _mm_add_epi32(fi, _mm_and_si128(step, up32)));
+  }
+}
+
+/* The code of 8 elements x: the count of thresholds x reaches, by a
+ * four-level binary search over the ascending X (x_thresholds4 is monotone
+ * in t): 7; then 3 or 11; then one of 1, 5, 9, 13 (r4); then one of the
+ * even ones (r8). The index doubles and takes the compare's bit at each
+ * level (a true compare is -1, so subtracting it adds 1). A NaN reaches
+ * none (0); the caller patches NaN lanes. */
+AVX2 static inline __m256i search4(__m256 x, __m256 r8, __m256 r4, __m256 b3, __m256 b11,
+                                   __m256 b7) {
+  __m256 ge = _mm256_cmp_ps(x, b7, _CMP_GE_OQ);
+  __m256i idx = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_castps_si256(ge));
+  ge = _mm256_cmp_ps(x, _mm256_blendv_ps(b3, b11, ge), _CMP_GE_OQ);
+  idx = _mm256_sub_epi32(_mm256_add_epi32(idx, idx), _mm256_castps_si256(ge));
+  ge = _mm256_cmp_ps(x, _mm256_permutevar8x32_ps(r4, idx), _CMP_GE_OQ);
+  idx = _mm256_sub_epi32(_mm256_add_epi32(idx, idx), _mm256_castps_si256(ge));
+  ge = _mm256_cmp_ps(x, _mm256_permutevar8x32_ps(r8, idx), _CMP_GE_OQ);
+  return _mm256_sub_epi32(_mm256_add_epi32(idx, idx), _mm256_castps_si256(ge));
+}
+
+/* The absmax of a whole block, as the scalar encode takes it (max is
+ * order-free on non-NaN values, and max_ps drops a NaN operand first). */
+AVX2 static inline float hmax8(__m256 v) {
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+  return _mm_cvtss_f32(h);
+}
+
+/* Packs the 16 code vectors c of block b of x into q. nan: some lane of
+ * x may be a NaN; its code is then the scalar path's, the LUT guess of its
+ * NaN y = x / absmax (q's scale). Two packs narrow 8 vectors of codes to
+ * bytes, a permute restores their order, and a multiply-add joins each
+ * pair of bytes into one (lo | hi << 4). */
+AVX2 static inline void pack4(_mt_qtensor_t *q, const uint8_t *lut, const float *x, size_t b,
+                              __m256i *c, __m256 nan) {
+  if (!_mm256_testz_ps(nan, nan)) {
+    const __m256 va = _mm256_set1_ps(q->scales[b / _MT_CODEC_BLOCK]);
+    for (int k = 0; k < 16; k++)
+      c[k] = nan_guess(c[k], _mm256_div_ps(_mm256_loadu_ps(x + 8 * k), va), lut);
+  }
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const __m256i pairs = _mm256_set1_epi16(0x1001); /* byte 0 x 1 + byte 1 x 16 */
+  for (int i = 0; i < 16; i += 8) {
+    /* packs interleave 128-bit halves: after both, dword j of the result
+     * holds elements of vector order[j] */
+    __m256i w01 = _mm256_packus_epi32(c[i], c[i + 1]), w23 = _mm256_packus_epi32(c[i + 2], c[i + 3]);
+    __m256i w45 = _mm256_packus_epi32(c[i + 4], c[i + 5]), w67 = _mm256_packus_epi32(c[i + 6], c[i + 7]);
+    __m256i b0 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w01, w23), order);
+    __m256i b1 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w45, w67), order);
+    __m256i n0 = _mm256_maddubs_epi16(b0, pairs), n1 = _mm256_maddubs_epi16(b1, pairs);
+    __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi16(n0, n1), 0xd8);
+    _mm256_storeu_si256((__m256i *)(q->codes + (b + 8 * (size_t)i) / 2), packed);
+  }
+}
+
+/* A whole 4-bit block (128 elements) of x, whose absmax is amax, into q,
+ * bit-identical to encode_block_avx2 (and so to the scalar encode) without
+ * dividing: the codes come from comparing x itself with the thresholds
+ * moved to x's scale (x_thresholds4). Blocks whose absmax is 0 or not
+ * finite, where y = x / absmax is not a monotone function of x alone
+ * (0 / 0, x / inf), and vectors holding a NaN (whose code is the LUT guess
+ * of the NaN y) take the division path. Codes are packed 64 at a time: two
+ * packs narrow 8 vectors of codes to bytes, a permute restores their
+ * order, and a multiply-add joins each pair of bytes into one (lo | hi <<
+ * 4). bc: the y-space thresholds broadcast, for the division path. */
+AVX2 static void encode4_scaled(_mt_qtensor_t *q, const float *map, const uint8_t *lut,
+                                const __m256 *bc, const float *x, size_t b, float amax) {
+  if (!(amax > 0 && amax <= FLT_MAX)) {
+    encode_block_avx2(q, map, 16, lut, 0, 0, bc, NULL, x, b, b + _MT_CODEC_BLOCK);
+    return;
+  }
+  q->scales[b / _MT_CODEC_BLOCK] = amax;
+  float xt[16] __attribute__((aligned(32)));
+  x_thresholds4(q->is_signed, amax, xt);
+  const __m256 r8 = _mm256_load_ps(xt), r4 = _mm256_load_ps(xt + 8);
+  const __m256 b3 = _mm256_set1_ps(xt[12]), b11 = _mm256_set1_ps(xt[13]),
+               b7 = _mm256_set1_ps(xt[14]);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const __m256i pairs = _mm256_set1_epi16(0x1001); /* byte 0 x 1 + byte 1 x 16 */
+  for (int i = 0; i < _MT_CODEC_BLOCK; i += 64) {
+    __m256i c[8];
+    __m256 nan = _mm256_setzero_ps();
+    for (int k = 0; k < 8; k++) {
+      __m256 xv = _mm256_loadu_ps(x + i + 8 * k);
+      c[k] = search4(xv, r8, r4, b3, b11, b7);
+      nan = _mm256_or_ps(nan, _mm256_cmp_ps(xv, xv, _CMP_UNORD_Q));
+    }
+    if (!_mm256_testz_ps(nan, nan)) { /* rare: the scalar path's NaN codes */
+      const __m256 va = _mm256_set1_ps(amax);
+      for (int k = 0; k < 8; k++)
+        c[k] = nan_guess(c[k], _mm256_div_ps(_mm256_loadu_ps(x + i + 8 * k), va), lut);
+    }
+    /* codes 0..15 to bytes: packs interleave 128-bit halves, so after
+     * both, dword j of the result holds elements of vector order[j] */
+    __m256i w01 = _mm256_packus_epi32(c[0], c[1]), w23 = _mm256_packus_epi32(c[2], c[3]);
+    __m256i w45 = _mm256_packus_epi32(c[4], c[5]), w67 = _mm256_packus_epi32(c[6], c[7]);
+    __m256i b0 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w01, w23), order);
+    __m256i b1 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w45, w67), order);
+    /* 32 bytes each, in element order: join byte pairs into nibbles */
+    __m256i n0 = _mm256_maddubs_epi16(b0, pairs), n1 = _mm256_maddubs_epi16(b1, pairs);
+    __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi16(n0, n1), 0xd8);
+    _mm256_storeu_si256((__m256i *)(q->codes + (b + i) / 2), packed);
+  }
+}
+
+/* encode4_scaled for both moments of a block at once, both absmaxes
+ * positive and finite: one loop runs both searches, so each vector's two
+ * dependency chains overlap and the loop's own cost is paid once. */
+AVX2 static void encode4_pair(_mt_qtensor_t *m, _mt_qtensor_t *v, const float *mx,
+                              const float *vx, size_t b, float am, float av) {
+  float mt[16] __attribute__((aligned(32))), vt[16] __attribute__((aligned(32)));
+  m->scales[b / _MT_CODEC_BLOCK] = am;
+  v->scales[b / _MT_CODEC_BLOCK] = av;
+  x_thresholds4(1, am, mt);
+  x_thresholds4(0, av, vt);
+  const __m256 mr8 = _mm256_load_ps(mt), mr4 = _mm256_load_ps(mt + 8);
+  const __m256 mb3 = _mm256_set1_ps(mt[12]), mb11 = _mm256_set1_ps(mt[13]),
+               mb7 = _mm256_set1_ps(mt[14]);
+  const __m256 vr8 = _mm256_load_ps(vt), vr4 = _mm256_load_ps(vt + 8);
+  const __m256 vb3 = _mm256_set1_ps(vt[12]), vb11 = _mm256_set1_ps(vt[13]),
+               vb7 = _mm256_set1_ps(vt[14]);
+  __m256i cm[16], cv[16];
+  __m256 nan = _mm256_setzero_ps();
+  for (int k = 0; k < 16; k++) {
+    __m256 x = _mm256_loadu_ps(mx + 8 * k), y = _mm256_loadu_ps(vx + 8 * k);
+    cm[k] = search4(x, mr8, mr4, mb3, mb11, mb7);
+    cv[k] = search4(y, vr8, vr4, vb3, vb11, vb7);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, y, _CMP_UNORD_Q)); /* either a NaN */
+  }
+  pack4(m, lut4[1], mx, b, cm, nan);
+  pack4(v, lut4[0], vx, b, cv, nan);
+}
+
+AVX2 static void encode4_block_avx2(_mt_qtensor_t *q, const float *map, const uint8_t *lut,
+                                    const __m256 *bc, const float *x, size_t b) {
+  __m256 vmax = _mm256_setzero_ps();
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int i = 0; i < _MT_CODEC_BLOCK; i += 8)
+    vmax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), absmask), vmax);
+  encode4_scaled(q, map, lut, bc, x, b, hmax8(vmax));
+}
+
+/* Both moments 4-bit, a whole block: decode, update and absmax in one pass
+ * in registers (the moments go to L1 once, for the encode, which needs the
+ * block's absmax before its first code), then encode4_scaled. The update
+ * is VEC_KERNEL's (adam_kernels.c) operation for operation, without
+ * amsgrad (refused with a codec); decode is decode_block_avx2's. Same bits
+ * as the scalar codec path (tests/optim/test_codec_simd.c). */
+AVX2 static void q4_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
+                               _mt_qtensor_t *m, _mt_qtensor_t *v, size_t b, const __m256 *mbc,
+                               const __m256 *vbc) {
+  float mb[_MT_CODEC_BLOCK] __attribute__((aligned(32)));
+  float vb[_MT_CODEC_BLOCK] __attribute__((aligned(32)));
+  const unsigned f = s->flags;
+  const int gdt = a->g_dtype;
+  const __m256 clip = _mm256_set1_ps(s->clip), decay = _mm256_set1_ps(s->decay),
+               l2 = _mm256_set1_ps(s->l2), w1 = _mm256_set1_ps(s->w1),
+               omw1 = _mm256_set1_ps(s->one_m_w1), b2 = _mm256_set1_ps(s->beta2),
+               omb2 = _mm256_set1_ps(s->one_m_beta2), bc2 = _mm256_set1_ps(s->bc2_sqrt),
+               eps = _mm256_set1_ps(s->eps), nss = _mm256_set1_ps(s->neg_step_size);
+  const float msc = m->scales[b / _MT_CODEC_BLOCK], vsc = v->scales[b / _MT_CODEC_BLOCK];
+  const __m256 ms = _mm256_set1_ps(msc), vs = _mm256_set1_ps(vsc);
+  const __m256 mlo = _mm256_loadu_ps(map4[1]), mhi = _mm256_loadu_ps(map4[1] + 8);
+  const __m256 vlo = _mm256_loadu_ps(map4[0]), vhi = _mm256_loadu_ps(map4[0] + 8);
+  /* v's floor (decode_block) applies in a block with a positive scale, but
+   * can change something only where map * scale underflows to 0: the
+   * smallest entry (1e-4) times a scale of 2^-100 or more cannot */
+  const bool vfloor_on = vsc > 0 && vsc < 0x1p-100f;
+  const __m256 vfloor = vsc > 0 ? _mm256_castsi256_ps(_mm256_set1_epi32(-1)) : _mm256_setzero_ps();
+  const __m256 tiny = _mm256_set1_ps(0x1p-149f), zero = _mm256_setzero_ps();
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), nib = _mm256_set1_epi32(0xf);
+  const uint8_t *mc = m->codes + b / 2, *vc = v->codes + b / 2;
+  float *pp = a->p + b;
+  __m256 mmax = zero, vmax = zero;
+  for (int i = 0; i < _MT_CODEC_BLOCK; i += 8) {
+    uint32_t wm, wv;
+    memcpy(&wm, mc + i / 2, 4);
+    memcpy(&wv, vc + i / 2, 4);
+    __m256i cm = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)wm), shifts), nib);
+    __m256i cv = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)wv), shifts), nib);
+    __m256 mo = _mm256_mul_ps(_mm256_blendv_ps(_mm256_permutevar8x32_ps(mlo, cm),
+                                               _mm256_permutevar8x32_ps(mhi, cm),
+                                               _mm256_castsi256_ps(_mm256_slli_epi32(cm, 28))),
+                              ms);
+    __m256 vo = _mm256_mul_ps(_mm256_blendv_ps(_mm256_permutevar8x32_ps(vlo, cv),
+                                               _mm256_permutevar8x32_ps(vhi, cv),
+                                               _mm256_castsi256_ps(_mm256_slli_epi32(cv, 28))),
+                              vs);
+    if (vfloor_on)
+      vo = _mm256_blendv_ps(vo, tiny, _mm256_and_ps(vfloor, _mm256_cmp_ps(vo, zero, _CMP_NGT_UQ)));
+    __m256 g;
+    if (gdt == _MT_DT_BF16)
+      g = _mm256_castsi256_ps(_mm256_slli_epi32(
+          _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(a->g16 + b + i))), 16));
+    else if (gdt == _MT_DT_F16)
+      g = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a->g16 + b + i)));
+    else
+      g = _mm256_loadu_ps(a->g + b + i);
+    if (f & _MT_ADAM_CLIP)
+      g = _mm256_mul_ps(g, clip);
+    if (f & _MT_ADAM_MAXIMIZE)
+      g = _mm256_xor_ps(g, sign);
+    __m256 p = _mm256_loadu_ps(pp + i);
+    if (f & _MT_ADAM_DECAY)
+      p = _mm256_mul_ps(p, decay);
+    if (f & _MT_ADAM_L2)
+      g = _mm256_add_ps(g, _mm256_mul_ps(l2, p));
+    __m256 mn;
+    if (f & _MT_ADAM_LERP_BIG)
+      mn = _mm256_sub_ps(g, _mm256_mul_ps(_mm256_sub_ps(g, mo), omw1));
+    else
+      mn = _mm256_add_ps(mo, _mm256_mul_ps(w1, _mm256_sub_ps(g, mo)));
+    __m256 vn = _mm256_mul_ps(vo, b2);
+    vn = _mm256_add_ps(vn, _mm256_mul_ps(_mm256_mul_ps(omb2, g), g));
+    __m256 d = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vn), bc2), eps);
+    p = _mm256_add_ps(p, _mm256_div_ps(_mm256_mul_ps(nss, mn), d));
+    _mm256_storeu_ps(pp + i, p);
+    _mm256_store_ps(mb + i, mn);
+    _mm256_store_ps(vb + i, vn);
+    mmax = _mm256_max_ps(_mm256_and_ps(mn, absmask), mmax);
+    vmax = _mm256_max_ps(_mm256_and_ps(vn, absmask), vmax);
+  }
+  const float am = hmax8(mmax), av = hmax8(vmax);
+  if (!(am > 0 && am <= FLT_MAX) || !(av > 0 && av <= FLT_MAX)) { /* rare: one at a time */
+    encode4_scaled(m, map4[1], lut4[1], mbc, mb, b, am);
+    encode4_scaled(v, map4[0], lut4[0], vbc, vb, b, av);
+    return;
+  }
+  encode4_pair(m, v, mb, vb, b, am, av);
+}
+
+AVX2 void _mt_codec_encode_avx2(_mt_qtensor_t *q, const float *x, size_t begin, size_t end) {
+  const float *map = _mt_codec_map(q->bits, q->is_signed);
+  if (q->bits == 2) {
+    _mt_codec_encode(q, x, begin, end);
+    return;
+  }
+  const int bi = q->bits == 8 ? 0 : 1, sg = q->is_signed;
+  const uint8_t *lut = lut_of(q->bits, sg);
+  __m256 bc[15];
+  if (q->bits == 4)
+    bcast15(bc, thr4[sg]);
+  for (size_t b = begin; b < end; b += _MT_CODEC_BLOCK) {
+    size_t e = end - b < _MT_CODEC_BLOCK ? end : b + _MT_CODEC_BLOCK;
+    if (q->bits == 4 && thr4_xspace && e - b == _MT_CODEC_BLOCK)
+      encode4_block_avx2(q, map, lut, bc, x + b, b);
+    else
+      encode_block_avx2(q, map, 1u << q->bits, lut, walk_up[bi][sg], walk_down[bi][sg], bc,
+                        thr8p[sg], x + b, b, e);
+  }
+}
+
 AVX2 void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
                                  _mt_qtensor_t *m, _mt_qtensor_t *v, size_t begin, size_t end) {
   if (m->bits == 2 || v->bits == 2) {
@@ -556,21 +881,39 @@ AVX2 void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_arg
     bcast15(mbc, thr4[1]);
   if (v->bits == 4)
     bcast15(vbc, thr4[0]);
+  const bool fused4 = m->bits == 4 && v->bits == 4 && thr4_xspace;
   for (size_t b = begin; b < end; b += _MT_CODEC_BLOCK) {
     size_t e = end - b < _MT_CODEC_BLOCK ? end : b + _MT_CODEC_BLOCK;
+    if (fused4 && e - b == _MT_CODEC_BLOCK) {
+      q4_block_avx2(s, a, m, v, b, mbc, vbc);
+      write_out_avx2(a, b, e);
+      continue;
+    }
     decode_block_avx2(m, mmap, mb, b, e);
     decode_block_avx2(v, vmap, vb, b, e);
-    _mt_adam_args_t blk = {.p = a->p + b, .g = a->g + b, .m = mb, .v = vb, .vmax = NULL,
-                           .out = NULL};
+    _mt_adam_args_t blk = _mt_adam_args_at(a, b);
+    blk.m = mb;
+    blk.v = vb;
+    blk.vmax = NULL;
+    blk.out = NULL;
     _mt_adam_kernel_avx2(s, &blk, 0, e - b);
-    encode_block_avx2(m, mmap, mlen, mlut, walk_up[mi][1], walk_down[mi][1], mbc, thr8p[1], mb, b,
-                      e);
-    encode_block_avx2(v, vmap, vlen, vlut, walk_up[vi][0], walk_down[vi][0], vbc, thr8p[0], vb, b,
-                      e);
-    write_out(a, b, e);
+    if (m->bits == 4 && thr4_xspace && e - b == _MT_CODEC_BLOCK)
+      encode4_block_avx2(m, mmap, mlut, mbc, mb, b);
+    else
+      encode_block_avx2(m, mmap, mlen, mlut, walk_up[mi][1], walk_down[mi][1], mbc, thr8p[1], mb,
+                        b, e);
+    if (v->bits == 4 && thr4_xspace && e - b == _MT_CODEC_BLOCK)
+      encode4_block_avx2(v, vmap, vlut, vbc, vb, b);
+    else
+      encode_block_avx2(v, vmap, vlen, vlut, walk_up[vi][0], walk_down[vi][0], vbc, thr8p[0], vb,
+                        b, e);
+    write_out_avx2(a, b, e);
   }
 }
 #else
+void _mt_codec_encode_avx2(_mt_qtensor_t *q, const float *x, size_t begin, size_t end) {
+  _mt_codec_encode(q, x, begin, end);
+}
 void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
                             _mt_qtensor_t *m, _mt_qtensor_t *v, size_t begin, size_t end) {
   _mt_adam_kernel_q_scalar(s, a, m, v, begin, end);

@@ -37,6 +37,9 @@ size_t _mt_qtensor_blocks(const _mt_qtensor_t *q);
  * multiple of it or n. Each block's scale is its absmax; each value gets
  * the nearest map entry (ties to the lower code). */
 void _mt_codec_encode(_mt_qtensor_t *q, const float *x, size_t begin, size_t end);
+/* The AVX2 encode the codec kernel uses, same contract and same codes
+ * (for tests; only on a CPU with AVX2). */
+void _mt_codec_encode_avx2(_mt_qtensor_t *q, const float *x, size_t begin, size_t end);
 /* Decodes q[begin, end) into x (same alignment rules). */
 void _mt_codec_decode(const _mt_qtensor_t *q, float *x, size_t begin, size_t end);
 /* The Adam step on quantised m (signed) and v (unsigned), block by block:

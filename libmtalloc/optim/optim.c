@@ -16,7 +16,11 @@
  * stepping one parameter alone advances only its count. Masters: F32
  * weights are their own master and are updated in place; bf16/fp16
  * weights get an FP32 master owned here, and the rounded result is written
- * back into the caller's array by the kernel, block by block.
+ * back into the caller's array by the kernel, block by block. Gradients
+ * stay the caller's, f32 or bf16/fp16 (widened as the kernel loads them).
+ * The global gradient norm (_mt_optim_grad_norm) is one pool job of one
+ * task per parameter: a tensor's reduction order is torch's only when one
+ * thread walks it (gradnorm.c).
  *
  * Threading: one owner thread calls everything here; the pool's workers
  * touch only the arrays of the tasks they take, which are disjoint.
@@ -36,7 +40,8 @@ typedef struct param {
   void *weights;   /* caller's array, dtype */
   int dtype;       /* _MT_DT_* */
   size_t n;
-  const float *grad;
+  const void *grad; /* the caller's, grad_dtype */
+  int grad_dtype;   /* _MT_DT_* */
   float *master;   /* == weights for F32 */
   float *m, *v, *vmax;  /* FP32 state; m, v NULL when quantised */
   _mt_qtensor_t qm, qv; /* quantised state (codec != none, n >= _MT_CODEC_MIN_ELEMS) */
@@ -60,6 +65,7 @@ struct _mt_optim {
   task_t *tasks;
   size_t ntasks, tasks_cap;
   bool in_flight;
+  float *norms; /* _mt_optim_grad_norm's per-parameter norms, cap entries */
 };
 
 static float *alloc_floats(size_t n) {
@@ -111,15 +117,24 @@ void _mt_optim_destroy(_mt_optim_t *o) {
     _mt_qtensor_free(&p->qv);
   }
   free(o->params);
+  free(o->norms);
   free(o->tasks);
   free(o);
 }
 
+static bool dtype_ok(int dtype) {
+  return dtype == _MT_DT_F32 || dtype == _MT_DT_BF16 || dtype == _MT_DT_F16;
+}
+
 int _mt_optim_add(_mt_optim_t *o, void *weights, size_t count, int dtype, const float *grad) {
+  return _mt_optim_add_grad(o, weights, count, dtype, grad, _MT_DT_F32);
+}
+
+int _mt_optim_add_grad(_mt_optim_t *o, void *weights, size_t count, int dtype, const void *grad,
+                       int grad_dtype) {
   if (o->in_flight)
     return -EBUSY;
-  if (weights == NULL || grad == NULL || count == 0 ||
-      (dtype != _MT_DT_F32 && dtype != _MT_DT_BF16 && dtype != _MT_DT_F16))
+  if (weights == NULL || grad == NULL || count == 0 || !dtype_ok(dtype) || !dtype_ok(grad_dtype))
     return -EINVAL;
   if (o->nparams == o->cap) {
     int cap = o->cap ? 2 * o->cap : 16;
@@ -127,9 +142,14 @@ int _mt_optim_add(_mt_optim_t *o, void *weights, size_t count, int dtype, const 
     if (np == NULL)
       return -ENOMEM;
     o->params = np;
+    float *nn = realloc(o->norms, (size_t)cap * sizeof(*nn));
+    if (nn == NULL)
+      return -ENOMEM; /* params grew, cap did not: the next add retries */
+    o->norms = nn;
     o->cap = cap;
   }
-  param_t p = {.weights = weights, .dtype = dtype, .n = count, .grad = grad};
+  param_t p = {.weights = weights, .dtype = dtype, .n = count, .grad = grad,
+               .grad_dtype = grad_dtype};
   static const int bits[] = {0, 8, 4, 2};
   p.quant = o->cfg.codec != _MT_CODEC_NONE && count >= _MT_CODEC_MIN_ELEMS;
   bool ok;
@@ -173,7 +193,10 @@ static void run_task(void *arg, size_t t) {
   _mt_optim_t *o = arg;
   const task_t *tk = &o->tasks[t];
   param_t *p = &o->params[tk->param];
-  _mt_adam_args_t a = {.p = p->master, .g = p->grad, .m = p->m, .v = p->v, .vmax = p->vmax,
+  _mt_adam_args_t a = {.p = p->master, .m = p->m, .v = p->v, .vmax = p->vmax,
+                       .g = p->grad_dtype == _MT_DT_F32 ? p->grad : NULL,
+                       .g16 = p->grad_dtype == _MT_DT_F32 ? NULL : p->grad,
+                       .g_dtype = p->grad_dtype,
                        .out = p->dtype == _MT_DT_F32 ? NULL : p->weights,
                        .out_dtype = p->dtype};
   if (p->quant)
@@ -218,6 +241,26 @@ int _mt_optim_step(_mt_optim_t *o, int param, float clip) {
     o->params[i].step += 1.0f;
   o->in_flight = true;
   _mt_pool_submit(o->pool, o->ntasks, run_task, o);
+  return 0;
+}
+
+static void norm_task(void *arg, size_t i) {
+  _mt_optim_t *o = arg;
+  const param_t *p = &o->params[i];
+  o->norms[i] = _mt_grad_norm2(p->grad, p->grad_dtype, p->n, o->cfg.isa);
+}
+
+int _mt_optim_grad_norm(_mt_optim_t *o, float *total) {
+  if (o->in_flight)
+    return -EBUSY;
+  if (o->nparams == 0) {
+    *total = 0.0f; /* torch: the norm of no gradients is tensor(0.) */
+    return 0;
+  }
+  /* one task per parameter: a tensor's lanes run through it in order */
+  _mt_pool_submit(o->pool, (size_t)o->nparams, norm_task, o);
+  _mt_pool_wait(o->pool);
+  *total = _mt_grad_norm2(o->norms, _MT_DT_F32, (size_t)o->nparams, o->cfg.isa);
   return 0;
 }
 

@@ -38,11 +38,20 @@ void _mt_optim_destroy(_mt_optim_t *o);
  * and receive round-to-nearest-even copies after each step. Returns the
  * parameter's index (>= 0) or -errno. Not while a step is in flight. */
 int _mt_optim_add(_mt_optim_t *o, void *weights, size_t count, int dtype, const float *grad);
+/* The same with a gradient of grad_dtype (_MT_DT_*): a bf16/fp16 gradient
+ * is widened exactly to float as the kernel reads it (no FP32 copy). */
+int _mt_optim_add_grad(_mt_optim_t *o, void *weights, size_t count, int dtype, const void *grad,
+                       int grad_dtype);
 int _mt_optim_count(const _mt_optim_t *o);
 /* Starts one step of parameter `param` (-1 = all) on the pool and returns;
  * clip multiplies every gradient (1 = none). 0 or -errno (-EBUSY if a step
  * is in flight, -EINVAL). */
 int _mt_optim_step(_mt_optim_t *o, int param, float clip);
+/* The global 2-norm of every registered gradient, as
+ * torch.nn.utils.clip_grad_norm_ computes it over the parameters in
+ * registration order (gradnorm.c: bit for bit), on the pool; returns when
+ * done. 0 or -EBUSY (a step in flight). */
+int _mt_optim_grad_norm(_mt_optim_t *o, float *total);
 /* Waits for the step in flight. */
 void _mt_optim_wait(_mt_optim_t *o);
 int _mt_optim_threads(const _mt_optim_t *o);

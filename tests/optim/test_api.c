@@ -2,12 +2,15 @@
  * Description: the public mt_optim_* API (mtalloc.h): defaults are
  * torch.optim.AdamW's, MT_THREADS and MT_OPTIMIZER_COMPRESSION are read,
  * register/step/wait update f32 weights in place and bf16 weights by
- * rounding, amsgrad with quantised state and a forced missing kernel are
- * refused, save/load round-trips and a corrupt file's error is readable.
+ * rounding, a bf16 gradient steps as its f32 value does, the global norm
+ * is returned, amsgrad with quantised state and a forced missing kernel
+ * are refused, save/load round-trips and a corrupt file's error is
+ * readable.
  *
  *   test_api DIR
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +74,29 @@ int main(int argc, char **argv) {
   }
   CHECK(wb[0] == 0x3f82 || wb[0] == 0x3f81, "bf16 write-back 0x%04x", wb[0]);
   CHECK(mt_optim_clip_coef(10.0f, 1.0) < 0.1f && mt_optim_clip_coef(0.5f, 1.0) == 1.0f, "clip");
+  /* two gradients of N entries +-1: each norm is sqrt(N) = 100 exactly,
+   * the total sqrt(2) * 100 rounded once (adam_exact checks torch's order) */
+  float total = 0;
+  CHECK(mt_optim_grad_norm(o, &total) == 0, "grad norm");
+  CHECK(total == sqrtf(20000.0f), "grad norm %.9g", total);
+  /* a bf16 gradient: the same values, the same step as the f32 one */
+  static float w2[N], w3[N];
+  static uint16_t gb[N];
+  for (int i = 0; i < N; i++) {
+    w2[i] = w3[i] = 0.5f;
+    gb[i] = g[i] > 0 ? 0x3f80 : 0xbf80; /* bf16 +-1.0 */
+  }
+  mt_optim_t *o2;
+  CHECK(mt_optim_create(&p, &o2) == 0, "create 2");
+  CHECK(mt_optim_register(o2, w2, N, MT_DTYPE_F32, g) == 0, "register f32 grad");
+  CHECK(mt_optim_register_grad(o2, w3, N, MT_DTYPE_F32, gb, MT_DTYPE_BF16) == 1,
+        "register bf16 grad");
+  CHECK(mt_optim_register_grad(o2, w3, N, MT_DTYPE_F32, gb, (mt_dtype_t)9) == -EINVAL,
+        "bad grad dtype");
+  CHECK(mt_optim_step(o2, -1, 1.0f) == 0, "step 2");
+  mt_optim_wait(o2);
+  CHECK(memcmp(w2, w3, sizeof(w2)) == 0, "bf16 gradient stepped differently");
+  mt_optim_destroy(o2);
 
   char path[4096];
   snprintf(path, sizeof(path), "%s/api_ck.bin", dir);

@@ -9,7 +9,8 @@
  * 8, 4 and 2 bits (2 falls back to scalar inside the AVX2 entry); hyper-
  * parameter sets with weight decay, L2, maximize, clipping and lerp's
  * big-weight form; gradients spread over 40 decades with zeros, denormals,
- * an all-zero block and one huge block, NaNs in one size; 5 steps. And a direct encode probe:
+ * an all-zero block and one huge block, NaNs in one size; 5 steps; bf16
+ * and fp16 gradients with an fp16 write-back. And a direct encode probe:
  * with beta1 = beta2 = 0 one step from zero state stores m = g exactly, so
  * g set to every map midpoint and its neighbours a few ulps either side
  * exercises every tie and near-tie of the nearest-value search (the exact
@@ -102,10 +103,11 @@ static void same(const state_t *a, const state_t *b, size_t n, const char *what)
 }
 
 /* One tensor, both paths, `steps` steps: the states stay bit-identical. */
-static void run(size_t n, int bits, const _mt_adam_hp_t *hp, int steps, float clip,
-                const float *gfix) {
+static void run_dt(size_t n, int bits, const _mt_adam_hp_t *hp, int steps, float clip,
+                   const float *gfix, int gdt) {
   float *p0 = calloc(n, sizeof(float)), *g = calloc(n, sizeof(float));
-  CHECK(p0 != NULL && g != NULL, "malloc");
+  uint16_t *g16 = calloc(n, sizeof(uint16_t));
+  CHECK(p0 != NULL && g != NULL && g16 != NULL, "malloc");
   for (size_t i = 0; i < n; i++)
     p0[i] = (float)(urand() - 0.5);
   state_t sc, av;
@@ -122,20 +124,35 @@ static void run(size_t n, int bits, const _mt_adam_hp_t *hp, int steps, float cl
     _mt_adam_scalars_t s;
     CHECK(_mt_adam_scalars(hp, (float)t, clip, &s) == 0, "scalars");
     _mt_adam_args_t a1 = {.p = sc.p, .g = g, .out = sc.out, .out_dtype = _MT_DT_BF16};
-    _mt_adam_args_t a2 = {.p = av.p, .g = g, .out = av.out, .out_dtype = _MT_DT_BF16};
+    if (gdt != _MT_DT_F32) { /* the gradient as the device would hand it over */
+      for (size_t i = 0; i < n; i++)
+        g16[i] = gdt == _MT_DT_BF16 ? _mt_f32_to_bf16(g[i]) : _mt_f32_to_f16(g[i]);
+      a1 = (_mt_adam_args_t){.p = sc.p, .g16 = g16, .g_dtype = gdt, .out = sc.out,
+                             .out_dtype = _MT_DT_F16};
+    }
+    _mt_adam_args_t a2 = a1;
+    a2.p = av.p;
+    a2.out = av.out;
     /* two task ranges, split on a block boundary, as the pool splits them */
     size_t mid = n / 2 / _MT_CODEC_BLOCK * _MT_CODEC_BLOCK;
     _mt_adam_kernel_q_scalar(&s, &a1, &sc.m, &sc.v, 0, mid);
     _mt_adam_kernel_q_scalar(&s, &a1, &sc.m, &sc.v, mid, n);
     _mt_adam_kernel_q_avx2(&s, &a2, &av.m, &av.v, 0, mid);
     _mt_adam_kernel_q_avx2(&s, &a2, &av.m, &av.v, mid, n);
-    snprintf(what, sizeof(what), "n %zu bits %d beta1 %g step %d", n, bits, hp->beta1, t);
+    snprintf(what, sizeof(what), "n %zu bits %d beta1 %g grad dtype %d step %d", n, bits,
+             hp->beta1, gdt, t);
     same(&sc, &av, n, what);
   }
   state_free(&sc);
   state_free(&av);
   free(p0);
   free(g);
+  free(g16);
+}
+
+static void run(size_t n, int bits, const _mt_adam_hp_t *hp, int steps, float clip,
+                const float *gfix) {
+  run_dt(n, bits, hp, steps, clip, gfix, _MT_DT_F32);
 }
 
 /* m = g exactly after one step from zero state with beta1 = 0: g at every
@@ -165,6 +182,93 @@ static void probe_encode(int bits) {
   _mt_adam_hp_t hp = {.lr = 0, .beta1 = 0, .beta2 = 0, .eps = 1e-8, .decoupled = true};
   run(cap, bits, &hp, 1, 1.0f, g);
   free(g);
+}
+
+/* The 4-bit encode compares x with thresholds moved to each block's scale
+ * instead of dividing: blocks with absmax of every binade (denormal to
+ * 1e38, random significands), elements at fl(t * absmax) and up to 4 ulps
+ * either side for every map threshold t (where the moved threshold and the
+ * division can disagree if either is off by one), zeros of both signs, a
+ * NaN, an all-zero block and an infinite one, the one exact tie; both
+ * maps; the codes and
+ * scales must equal the scalar encode's. */
+static void probe_encode4_scaled(int is_signed) {
+  enum { BLOCKS = 4096 };
+  const float *map = _mt_codec_map(4, is_signed);
+  size_t n = (size_t)BLOCKS * _MT_CODEC_BLOCK;
+  float *x = calloc(n, sizeof(float));
+  CHECK(x != NULL, "calloc");
+  for (size_t blk = 0; blk < BLOCKS; blk++) {
+    float *bx = x + blk * _MT_CODEC_BLOCK;
+    if (blk == 7)
+      continue; /* all zero */
+    int ex = (int)(next() % 276) - 149; /* 2^-149 .. 2^126 */
+    float amax = ldexpf(1.0f + (float)urand(), ex);
+    if (blk == 9)
+      amax = INFINITY;
+    bx[0] = is_signed && (next() & 1) ? -amax : amax;
+    for (size_t i = 1; i < _MT_CODEC_BLOCK; i++) {
+      unsigned c = (unsigned)(next() % 15);
+      float t = (map[c] + map[c + 1]) / 2; /* near the threshold between c and c + 1 */
+      float y = t * amax;
+      int d = (int)(next() % 9) - 4;
+      for (int k = 0; k < (d < 0 ? -d : d); k++)
+        y = nextafterf(y, d < 0 ? -INFINITY : INFINITY);
+      bx[i] = fabsf(y) <= amax ? y : 0.0f;
+    }
+    bx[1] = -0.0f;
+    bx[2] = 0.0f;
+    /* the signed map's two zero codes meet at y = 2^-149, whose real
+     * midpoint 2^-150 times absmax is a float for large absmax: the only
+     * exact tie the moved thresholds meet (round to even: stays below) */
+    float tie = ldexpf(amax, -150);
+    bx[3] = tie;
+    bx[4] = nextafterf(tie, INFINITY);
+    bx[6] = nextafterf(tie, 0.0f);
+    bx[8] = -tie;
+    if (blk == 11)
+      bx[5] = NAN;
+  }
+  _mt_qtensor_t a, b;
+  CHECK(_mt_qtensor_alloc(&a, n, 4, is_signed) == 0 && _mt_qtensor_alloc(&b, n, 4, is_signed) == 0,
+        "alloc");
+  _mt_codec_encode(&a, x, 0, n);
+  _mt_codec_encode_avx2(&b, x, 0, n);
+  for (size_t i = 0; i < _mt_qtensor_code_bytes(&a); i++)
+    CHECK(a.codes[i] == b.codes[i], "4-bit %s encode, block %zu: codes 0x%02x vs 0x%02x at byte %zu",
+          is_signed ? "signed" : "unsigned", 2 * i / _MT_CODEC_BLOCK, a.codes[i], b.codes[i], i);
+  CHECK(memcmp(a.scales, b.scales, BLOCKS * 4) == 0, "4-bit scales");
+  _mt_qtensor_free(&a);
+  _mt_qtensor_free(&b);
+  free(x);
+}
+
+/* The vector bf16/fp16 write-back against the scalar rounding, on every
+ * 257th float bit pattern (all exponents, both signs, NaNs with payloads,
+ * infinities, subnormals, fp16's overflow edge) plus the fp16 and bf16
+ * rounding edges themselves, at an odd length so the tail runs too. */
+static void probe_round_out(void) {
+  enum { N = (1 << 24) + 7 };
+  float *x = malloc(N * sizeof(float));
+  uint16_t *v = malloc(N * 2), *w = malloc(N * 2);
+  CHECK(x != NULL && v != NULL && w != NULL, "malloc");
+  for (uint32_t i = 0; i < N; i++) {
+    uint32_t u = i * 257u;
+    if (i % 97 == 0) /* around 65520 (fp16's last finite midpoint) and 2^-25 */
+      u = (i & 1 ? 0x477ff000u : 0x33000000u) + (i % 5) - 2;
+    memcpy(&x[i], &u, 4);
+  }
+  for (int dt = _MT_DT_BF16; dt <= _MT_DT_F16; dt++) {
+    _mt_round_out_avx2(x, v, dt, N);
+    for (uint32_t i = 0; i < N; i++) {
+      w[i] = dt == _MT_DT_BF16 ? _mt_f32_to_bf16(x[i]) : _mt_f32_to_f16(x[i]);
+      CHECK(v[i] == w[i], "%s write-back of %a (0x%08x): 0x%04x, scalar 0x%04x",
+            dt == _MT_DT_BF16 ? "bf16" : "fp16", x[i], i * 257u, v[i], w[i]);
+    }
+  }
+  free(x);
+  free(v);
+  free(w);
 }
 
 /* Through the optimizer: isa SCALAR takes the scalar codec path, AUTO the
@@ -209,6 +313,9 @@ int main(void) {
   CHECK(_mt_codec_kernel_q(_MT_ISA_AUTO) == _mt_adam_kernel_q_avx2, "auto choice");
   probe_encode(8);
   probe_encode(4);
+  probe_round_out();
+  probe_encode4_scaled(1);
+  probe_encode4_scaled(0);
   const _mt_adam_hp_t hps[] = {
       {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-2,
        .decoupled = true},
@@ -221,6 +328,12 @@ int main(void) {
     for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++)
       for (size_t b = 0; b < 3; b++)
         run(sizes[z], bitss[b], &hps[h], 5, h == 1 ? 0.37f : 1.0f, NULL);
+  /* bf16 / fp16 gradients (widened in the kernels' loads), fp16 write-back */
+  for (size_t b = 0; b < 2; b++) {
+    run_dt(4229, bitss[b], &hps[0], 3, 1.0f, NULL, _MT_DT_BF16);
+    run_dt(70001, bitss[b], &hps[1], 3, 0.37f, NULL, _MT_DT_F16);
+    run_dt(4229, bitss[b], &hps[1], 3, 1.0f, NULL, _MT_DT_F16); /* NaNs, fp16 write-back */
+  }
   via_optim(_MT_CODEC_8BIT);
   via_optim(_MT_CODEC_4BIT);
   printf("test_codec_simd: AVX2 and scalar codec paths bit-identical\n");
