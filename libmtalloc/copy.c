@@ -156,3 +156,21 @@ int _mt_memset(uintptr_t dst, size_t n, size_t elsize, mt_handle_t s, bool async
   pthread_mutex_unlock(&p->lock);
   return rc;
 }
+
+/* ---- reads for mtalloc itself (the host optimizer) ---------------------------- */
+
+/* One piece: on the pager's own d2h stream (which _mt_copy's fence made wait
+ * for the fetches), waited for before the next piece is prepared. */
+static int read_piece(void *ctx, uintptr_t dst, uintptr_t src, size_t n) {
+  mt_pager_t *p = ctx;
+  int rc = p->dev->ops->copy(p->dev, dst, src, n, p->d2h);
+  if (rc == 0) rc = p->dev->ops->event_record(p->dev, p->ev_evict, p->d2h);
+  if (rc == 0) rc = p->dev->ops->event_sync(p->dev, p->ev_evict);
+  return rc;
+}
+
+int _mt_host_read(void *dst, uintptr_t addr, size_t n) {
+  mt_pager_t *p = _mt_pager_if_started();
+  if (p == NULL || !_mt_in_range(p, addr)) return -ENOENT;
+  return _mt_copy((uintptr_t)dst, addr, n, p->d2h, false, 0, read_piece, p);
+}

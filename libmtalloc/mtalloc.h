@@ -205,11 +205,25 @@ MT_API int mt_optim_register(mt_optim_t *o, void *weights, size_t count, mt_dtyp
  * gradient (grad.float()) applied to the FP32 master. */
 MT_API int mt_optim_register_grad(mt_optim_t *o, void *weights, size_t count, mt_dtype_t dtype,
                                   const void *grad, mt_dtype_t grad_dtype);
+/* Registers a parameter that lives in GPU memory mtalloc manages: count
+ * elements of dtype at the device address weights, and its gradient (of
+ * grad_dtype) at grad. The FP32 master starts from the device weights.
+ * mt_optim_step (and mt_optim_grad_norm) read the gradient from the device;
+ * mt_optim_wait writes the new weights into mtalloc's host copy of the
+ * weights and drops their device copy without a copy, so the next kernel
+ * that reads them fetches them and a clean eviction of them costs nothing.
+ * The gradient must be final (the device work that writes it done) when
+ * step or grad_norm is called. Returns the parameter's index, or -EINVAL
+ * (not memory mtalloc manages, or a bad dtype), -ENOMEM, -errno. */
+MT_API int mt_optim_register_device(mt_optim_t *o, void *weights, size_t count, mt_dtype_t dtype,
+                                    const void *grad, mt_dtype_t grad_dtype);
 /* Starts a step of parameter `param` (-1 = all) and returns at once; every
  * gradient is multiplied by clip_coef first (1 = no clipping; see
  * mt_optim_clip_coef). 0, -EBUSY (a step in flight), -EINVAL. */
 MT_API int mt_optim_step(mt_optim_t *o, int param, float clip_coef);
-/* Waits for the step in flight (if any). Returns 0. */
+/* Waits for the step in flight (if any), then writes the device
+ * parameters' new weights (mt_optim_register_device). Returns 0, or the
+ * first error of those writes. */
 MT_API int mt_optim_wait(mt_optim_t *o);
 /* The global 2-norm of every registered gradient, computed as
  * torch.nn.utils.clip_grad_norm_ computes it on a CPU (per-tensor norms in

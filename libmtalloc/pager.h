@@ -63,6 +63,11 @@ void _mt_pager_device(uint64_t *ctx, int *ordinal);
  * written on the device. 0, -ENOENT (not ours), -EINVAL (not inside one
  * allocation), -EBUSY (a capture is active), -ENOMEM (host budget). */
 int _mt_host_write(uintptr_t addr, const void *src, size_t n);
+/* Reads n bytes of a region at addr into host memory dst (any host memory),
+ * fetching what is not on the GPU; returns when the bytes are there. The
+ * application's work that writes them must be done (as for cudaMemcpy).
+ * 0, -ENOENT (not ours) or -errno. */
+int _mt_host_read(void *dst, uintptr_t addr, size_t n);
 /* True when addr lies in the pager's address range. */
 bool _mt_owns(uintptr_t addr);
 

@@ -13,6 +13,7 @@
 
 #include "internal.h"
 #include "mtalloc.h"
+#include "devparam.h"
 #include "optim.h"
 
 _Static_assert((int)MT_OPTIM_KERNEL_SCALAR == (int)_MT_ISA_SCALAR &&
@@ -23,8 +24,13 @@ _Static_assert((int)MT_OPTIM_KERNEL_SCALAR == (int)_MT_ISA_SCALAR &&
 
 struct mt_optim {
   _mt_optim_t *o;
+  _mt_devparams_t dev; /* parameters in GPU memory (devparam.c) */
   char err[512];
 };
+
+static size_t dtype_bytes(mt_dtype_t t) {
+  return t == MT_DTYPE_F32 ? 4 : 2;
+}
 
 MT_API void mt_optim_defaults(mt_optim_params_t *p) {
   *p = (mt_optim_params_t){.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
@@ -71,7 +77,9 @@ MT_API int mt_optim_create(const mt_optim_params_t *p, mt_optim_t **out) {
 MT_API void mt_optim_destroy(mt_optim_t *o) {
   if (o == NULL)
     return;
+  _mt_optim_wait(o->o);
   _mt_optim_destroy(o->o);
+  _mt_devparam_free(&o->dev);
   free(o);
 }
 
@@ -85,16 +93,41 @@ MT_API int mt_optim_register_grad(mt_optim_t *o, void *weights, size_t count, mt
   return _mt_optim_add_grad(o->o, weights, count, (int)dtype, grad, (int)grad_dtype);
 }
 
+MT_API int mt_optim_register_device(mt_optim_t *o, void *weights, size_t count, mt_dtype_t dtype,
+                                    const void *grad, mt_dtype_t grad_dtype) {
+  if (count == 0 || dtype > MT_DTYPE_F16 || grad_dtype > MT_DTYPE_F16) return -EINVAL;
+  _mt_devparam_t *d;
+  int rc = _mt_devparam_new(&o->dev, (uintptr_t)weights, count * dtype_bytes(dtype), (uintptr_t)grad,
+                            count * dtype_bytes(grad_dtype), &d);
+  if (rc < 0) return rc;
+  rc = _mt_optim_add_grad(o->o, d->hw, count, (int)dtype, d->hg, (int)grad_dtype);
+  if (rc < 0) {
+    _mt_devparam_drop_last(&o->dev);
+    return rc;
+  }
+  d->index = rc;
+  return rc;
+}
+
 MT_API int mt_optim_step(mt_optim_t *o, int param, float clip_coef) {
+  /* a step in flight reads the gradient buffers: refuse before refilling them */
+  if (_mt_optim_busy(o->o)) return -EBUSY;
+  int rc = _mt_devparam_pull(&o->dev, param); /* device gradients into their buffers */
+  if (rc < 0) return rc;
   return _mt_optim_step(o->o, param, clip_coef);
 }
 
 MT_API int mt_optim_wait(mt_optim_t *o) {
   _mt_optim_wait(o->o);
-  return 0;
+  return _mt_devparam_push(&o->dev, false);
 }
 
 MT_API int mt_optim_grad_norm(mt_optim_t *o, float *total_norm) {
+  _mt_optim_wait(o->o); /* a step in flight owns the gradient buffers */
+  int rc = _mt_devparam_pull(&o->dev, -1);
+  if (rc < 0) return rc;
+  for (size_t i = 0; i < o->dev.n; i++) o->dev.v[i].stepped = false; /* read, not stepped */
+  o->dev.grads_fresh = o->dev.n > 0;
   return _mt_optim_grad_norm(o->o, total_norm);
 }
 
@@ -113,7 +146,10 @@ MT_API int mt_optim_save(mt_optim_t *o, const char *path) {
 
 MT_API int mt_optim_load(mt_optim_t *o, const char *path) {
   o->err[0] = '\0';
-  return _mt_optim_load(o->o, path, o->err, sizeof(o->err));
+  int rc = _mt_optim_load(o->o, path, o->err, sizeof(o->err));
+  /* the loaded masters' weights go to the device parameters too */
+  if (rc == 0) rc = _mt_devparam_push(&o->dev, true);
+  return rc;
 }
 
 MT_API const char *mt_optim_error(const mt_optim_t *o) {

@@ -359,3 +359,72 @@ Test(nvme_tier, eviction_keeps_the_host_copy_it_relies_on) {
   free(want);
   finish();
 }
+
+/* The host optimizer on parameters in GPU memory (mt_optim_register_device,
+ * optim/devparam.c): gradients read through the pager from whichever tier
+ * they are in, new weights written back into the host copies with the
+ * device copies dropped; the result is bit for bit the optimizer's on host
+ * arrays with the same values, in f32 and bf16 weights. */
+#include "mtalloc.h"
+
+Test(nvme_tier, optimizer_on_device_parameters) {
+  start(4, 24, NULL, 0);
+  enum { NP = 4, N = 1 << 20 }; /* 4 MiB per f32 tensor: 24 MiB of weights and gradients */
+  mt_dtype_t dt[NP] = {MT_DTYPE_F32, MT_DTYPE_BF16, MT_DTYPE_F32, MT_DTYPE_BF16};
+  uintptr_t dw[NP], dg[NP];
+  void *hw[NP];
+  float *hg[NP];
+  float *tmp = malloc((size_t)N * 4);
+  mt_optim_params_t prm;
+  mt_optim_defaults(&prm);
+  prm.threads = 1;
+  prm.state = MT_OPTIM_STATE_FP32;
+  mt_optim_t *od, *oh;
+  cr_assert_eq(mt_optim_create(&prm, &od), 0);
+  cr_assert_eq(mt_optim_create(&prm, &oh), 0);
+  for (int i = 0; i < NP; i++) {
+    size_t bw = (size_t)N * (dt[i] == MT_DTYPE_F32 ? 4 : 2);
+    hw[i] = malloc(bw);
+    hg[i] = malloc((size_t)N * 4);
+    uint16_t *h16 = hw[i];
+    float *h32 = hw[i];
+    for (size_t k = 0; k < N; k++) {
+      float v = (float)((k * 2654435761u + (unsigned)i) % 20011) / 20011.0f - 0.5f;
+      if (dt[i] == MT_DTYPE_F32) h32[k] = v;
+      else h16[k] = (uint16_t)(((union { float f; uint32_t u; }){.f = v}).u >> 16);
+    }
+    cr_assert_eq(_mt_alloc(bw, &dw[i]), 0);
+    cr_assert_eq(_mt_alloc((size_t)N * 4, &dg[i]), 0);
+    cr_assert_eq(put(dw[i], hw[i], bw), 0);
+    cr_assert_geq(mt_optim_register_device(od, (void *)dw[i], N, dt[i], (void *)dg[i], MT_DTYPE_F32), 0);
+    cr_assert_geq(mt_optim_register(oh, hw[i], N, dt[i], hg[i]), 0);
+  }
+  for (int step = 0; step < 3; step++) {
+    for (int i = 0; i < NP; i++) {
+      for (size_t k = 0; k < N; k++) hg[i][k] = (float)((k * 40503u + (unsigned)(step * 7 + i)) % 1009) / 1009.0f - 0.5f;
+      cr_assert_eq(put(dg[i], hg[i], (size_t)N * 4), 0);
+    }
+    cr_assert_eq(mt_optim_step(od, -1, 1.0f), 0);
+    cr_assert_eq(mt_optim_wait(od), 0);
+    cr_assert_eq(mt_optim_step(oh, -1, 1.0f), 0);
+    cr_assert_eq(mt_optim_wait(oh), 0);
+    for (int i = 0; i < NP; i++) {
+      mt_region_t *r = _mt_region_of(P, dw[i]);
+      for (uint32_t c = 0; c < r->nchunks; c++)
+        cr_assert_neq(r->chunks[c].state, CH_DEVICE, "step %d, param %d: the stale device copy was dropped", step, i);
+    }
+  }
+  for (int i = 0; i < NP; i++) {
+    size_t bw = (size_t)N * (dt[i] == MT_DTYPE_F32 ? 4 : 2);
+    cr_assert_eq(get(tmp, dw[i], bw), 0);
+    cr_assert(memcmp(tmp, hw[i], bw) == 0, "param %d: the device weights are not the host optimizer's", i);
+    free(hw[i]);
+    free(hg[i]);
+  }
+  cr_assert_eq(mt_optim_register_device(od, tmp, N, MT_DTYPE_F32, tmp, MT_DTYPE_F32), -EINVAL,
+               "host memory is not a device parameter");
+  mt_optim_destroy(od);
+  mt_optim_destroy(oh);
+  free(tmp);
+  finish();
+}
