@@ -145,20 +145,21 @@ rc_b=$?
 run c LD_PRELOAD="$preload" FAKECUDA_JITTER_US="$jitter" MT_MAX_VRAM="$budget" MT_STATS=1
 rc_c=$?
 
-# Same lines in (a), (b), (c): everything but the fake's peak.
+# same_as_a NAME: run NAME printed the same lines as (a), everything but
+# the fake's peak (step lines bit for bit, accuracy, launches, footprint).
 grep -v '^peak_device_bytes ' "$tmp/a.out" >"$tmp/a.same"
-for name in b c; do
-  if [ $name = b ]; then rc=$rc_b; else rc=$rc_c; fi
-  [ "$rc" -eq 0 ] || continue # already reported
-  grep -v '^peak_device_bytes ' "$tmp/$name.out" >"$tmp/$name.same"
-  if cmp -s "$tmp/a.same" "$tmp/$name.same"; then
-    note "run ($name): $steps step lines (losses bit for bit), accuracy, launches and footprint" \
+same_as_a() {
+  grep -v '^peak_device_bytes ' "$tmp/$1.out" >"$tmp/$1.same"
+  if cmp -s "$tmp/a.same" "$tmp/$1.same"; then
+    note "run ($1): $steps step lines (losses bit for bit), accuracy, launches and footprint" \
       "identical to (a)"
   else
-    fail "run ($name) printed different results from (a) (diff a $name):"
-    diff "$tmp/a.same" "$tmp/$name.same" | head -n 20 | sed 's/^/    /'
+    fail "run ($1) printed different results from (a) (diff a $1):"
+    diff "$tmp/a.same" "$tmp/$1.same" | head -n 20 | sed 's/^/    /'
   fi
-done
+}
+[ "$rc_b" -ne 0 ] || same_as_a b # a failed run is already reported
+[ "$rc_c" -ne 0 ] || same_as_a c
 
 if [ $rc_c -eq 0 ]; then
   peak_c=$(value c peak_device_bytes)
@@ -201,13 +202,7 @@ fi
 # ---- (e): prefetching ----------------------------------------------------------
 run e LD_PRELOAD="$preload" FAKECUDA_JITTER_US="$jitter" MT_MAX_VRAM="$budget" MT_PREDICTOR=correlation MT_STATS=1
 if [ $? -eq 0 ]; then
-  grep -v '^peak_device_bytes ' "$tmp/e.out" >"$tmp/e.same"
-  if cmp -s "$tmp/a.same" "$tmp/e.same"; then
-    note "run (e): MT_PREDICTOR=correlation: $steps step lines (losses bit for bit) identical to (a)"
-  else
-    fail "run (e) printed different results from (a) (diff a e):"
-    diff "$tmp/a.same" "$tmp/e.same" | head -n 20 | sed 's/^/    /'
-  fi
+  same_as_a e
   stats=$(cat "$tmp/e.out" "$tmp/e.err" | grep '^mtalloc: stats {' | tail -n 1)
   pfs=$(stat prefetches) used=$(stat prefetch_used)
   if [ -z "$pfs" ] || [ "$pfs" -eq 0 ] || [ -z "$used" ] || [ "$used" -eq 0 ]; then
@@ -227,13 +222,7 @@ if [ -n "${TINYTRAIN_NVME_DIR:-}" ]; then
     MT_OFFLOAD_DIR="$nvdir" MT_MAX_NVME=1G MT_STATS=1
   rc_d=$?
   if [ $rc_d -eq 0 ]; then
-    grep -v '^peak_device_bytes ' "$tmp/d.out" >"$tmp/d.same"
-    if cmp -s "$tmp/a.same" "$tmp/d.same"; then
-      note "run (d): $steps step lines (losses bit for bit) identical to (a)"
-    else
-      fail "run (d) printed different results from (a) (diff a d):"
-      diff "$tmp/a.same" "$tmp/d.same" | head -n 20 | sed 's/^/    /'
-    fi
+    same_as_a d
     stats=$(cat "$tmp/d.out" "$tmp/d.err" | grep '^mtalloc: stats {' | tail -n 1)
     rd=$(stat bytes_nvme_read) wr=$(stat bytes_nvme_write)
     if [ -z "$rd" ] || [ -z "$wr" ] || [ "$rd" -eq 0 ] || [ "$wr" -eq 0 ]; then
