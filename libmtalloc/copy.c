@@ -163,6 +163,15 @@ int _mt_memset(uintptr_t dst, size_t n, size_t elsize, mt_handle_t s, bool async
  * for the fetches), waited for before the next piece is prepared. */
 static int read_piece(void *ctx, uintptr_t dst, uintptr_t src, size_t n) {
   mt_pager_t *p = ctx;
+  /* The application's work on the region may still run, even a
+   * synchronous copy into it (from pageable memory cuMemcpyHtoD returns
+   * once the source is staged): the d2h stream is ordered after none of
+   * it, so the host waits for its holds first. */
+  mt_region_t *r = _mt_region_of(p, src);
+  for (unsigned i = 0; r != NULL && i < r->nholds; i++) {
+    int d = _mt_hold_done(p, &r->holds[i], true);
+    if (d < 0) return d;
+  }
   int rc = p->dev->ops->copy(p->dev, dst, src, n, p->d2h);
   if (rc == 0) rc = p->dev->ops->event_record(p->dev, p->ev_evict, p->d2h);
   if (rc == 0) rc = p->dev->ops->event_sync(p->dev, p->ev_evict);
