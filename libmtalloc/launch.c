@@ -294,7 +294,6 @@ static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle
       if (r->nholds > 0 && r->holds[0].stream == si) r->holds[0].seq = seq; /* the common case */
       else _mt_region_hold(p, r, si, seq);
     }
-    if (p->pf != NULL) _mt_stream_mark(p, si);
     if (_mt_trace_on()) trace_launch(p, fp, f, name, si);
   } else if (rc == 0 && _mt_trace_on()) {
     trace_launch(p, fp, f, name, 0);

@@ -53,6 +53,7 @@
 #include "regionkey.h"
 
 #define MIN_CONFIDENCE 0.25 /* below this a predicted launch is not prefetched for */
+#define WINDOW_MAX 256      /* regions of the window looked at per launch */
 
 typedef struct kslot {
   uint64_t key;
@@ -253,37 +254,38 @@ void _mt_prefetch_launch(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t 
   pf->ops->observe(pf->pred, id, pf->regs, m);
   if (_mt_capture_active(p)) return; /* no waits, queries or mapping changes now */
   size_t np = pf->ops->predict(pf->pred, pf->out, pf->depth);
-  /* 1. the window: what the predicted launches use is not evicted for them */
-  size_t use = 0;
-  for (; use < np && pf->out[use].confidence >= MIN_CONFIDENCE; use++) {
-    for (uint32_t k = 0; k < pf->out[use].nregions; k++) {
-      kslot_t *ks = map_find(pf, pf->out[use].regions[k].key);
-      if (ks != NULL && ks->r != NULL && !ks->r->freed) ks->r->epoch = p->epoch;
-    }
-  }
-  /* Write-behind: the window lacks `lack` bytes on the GPU; copy out about
-   * twice that of the coldest dirty chunks now, on the d2h link, so that
-   * the evictions that make room for them later copy nothing. */
-  size_t lack = 0;
-  for (size_t j = 0; j < use; j++) {
-    for (uint32_t k = 0; k < pf->out[j].nregions; k++) {
+  /* 1. the window: the regions the predicted launches use, each looked up
+   * once (launches predicted again, and the current one, whose regions are
+   * resident, are skipped), marked so that no eviction made for them
+   * takes one of them. Nearest launch first. */
+  mt_region_t *win[WINDOW_MAX];
+  size_t nwin = 0, lack = 0;
+  for (size_t j = 0; j < np && pf->out[j].confidence >= MIN_CONFIDENCE; j++) {
+    bool seen = pf->out[j].id == id;
+    for (size_t k = 0; k < j && !seen; k++) seen = pf->out[k].id == pf->out[j].id;
+    for (uint32_t k = 0; k < pf->out[j].nregions && !seen && nwin < WINDOW_MAX; k++) {
       kslot_t *ks = map_find(pf, pf->out[j].regions[k].key);
       mt_region_t *r = ks ? ks->r : NULL;
-      if (r != NULL && !r->freed && r->kind != REG_SMALL) lack += (size_t)(r->nchunks - r->ndevice) * p->chunk;
+      if (r == NULL || r->freed || r->epoch == p->epoch) continue; /* unknown, dead, or already in */
+      r->epoch = p->epoch;
+      win[nwin++] = r;
+      if (r->kind != REG_SMALL) lack += (size_t)(r->nchunks - r->ndevice) * p->chunk;
     }
   }
-  /* 2-3. nearest launch first, until room runs out */
-  for (size_t j = 0; j < use; j++) {
-    for (uint32_t k = 0; k < pf->out[j].nregions; k++) {
-      kslot_t *ks = map_find(pf, pf->out[j].regions[k].key);
-      mt_region_t *r = ks ? ks->r : NULL;
-      if (r == NULL || r->freed || r->kind == REG_SMALL || r->escaped || r->hostuse || r->ndevice == r->nchunks)
-        continue;
-      if (!prefetch_region(p, r, s)) goto behind;
-    }
+  /* Under memory pressure, a checkpoint after this launch: the room
+   * below and the write-behind depend on which holds have ended, and an
+   * exact answer needs an event behind each launch (one driver call, so
+   * only when the window lacks something). */
+  if (lack > 0) _mt_stream_mark(p, _mt_stream_index(p, s));
+  /* 2-3. room without waiting, then the fetches, until room runs out */
+  for (size_t i = 0; i < nwin; i++) {
+    mt_region_t *r = win[i];
+    if (r->kind == REG_SMALL || r->escaped || r->hostuse || r->ndevice == r->nchunks) continue;
+    if (!prefetch_region(p, r, s)) break;
   }
-behind:
-  /* after the prefetch: the coldest dirty chunks left are the next ones
-   * its evictions will take */
+  /* Write-behind, after the prefetch: the window lacked `lack` bytes on
+   * the GPU; about twice that of the coldest dirty chunks left (the next
+   * ones evictions will take) are copied out now, on the d2h link, so
+   * that those evictions copy nothing. */
   if (lack > 0) _mt_write_behind(p, lack * 2 < p->budget / 4 ? lack * 2 : p->budget / 4);
 }
