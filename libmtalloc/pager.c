@@ -207,11 +207,14 @@ static int host_spill(mt_pager_t *p, size_t need);
  * NVMe. */
 static int host_get_ex(mt_pager_t *p, mt_chunk_t *c, bool spill) {
   if (c->host_addr != 0) return 0;
-  if (p->host_used + p->chunk > p->host_budget && p->retained.rprev != &p->retained && p->h2d_unsynced) {
+  if (p->host_used + p->chunk > p->host_budget && p->retained.rprev != &p->retained &&
+      (p->h2d_unsynced || p->ndefer > 0)) {
     /* A retained copy may be the source of a fetch still on the h2d
-     * stream; its slot goes back to the pool and is written at once by the
-     * eviction that asked for it: the fetches must be done first. The host
-     * waits, only when the host budget is full. */
+     * stream, or of one deferred and not issued yet (ndefer: it would copy
+     * whatever the slot holds by then); its slot goes back to the pool and
+     * is written at once by the eviction that asked for it: the fetches
+     * must be issued and done first. The host waits, only when the host
+     * budget is full (with an NVMe tier, whenever host memory is). */
     int rc = _mt_fetch_flush(p);
     if (rc == 0) rc = _mt_h2d_drain(p, false);
     if (rc < 0) return rc;
