@@ -63,8 +63,6 @@
 
 mt_pager_t *_mt_pager;
 
-#define container_of_chunk(n) ((mt_chunk_t *)(n))
-
 static uint64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -82,18 +80,12 @@ static void set_dirty(mt_pager_t *p, mt_chunk_t *c) {
 /* The host tier's policy (spill order) holds exactly the HOST chunks, when
  * there is an NVMe tier. A chunk is in at most one of the two policies:
  * they share its node. */
-static void host_tier_in(mt_pager_t *p, mt_chunk_t *c) {
+void _mt_host_tier_in(mt_pager_t *p, mt_chunk_t *c) {
   if (p->nv != NULL) p->pol_ops->insert(p->nv->hpol, &c->node);
 }
 
 static void host_tier_out(mt_pager_t *p, mt_chunk_t *c) {
   if (p->nv != NULL && c->node.linked) p->pol_ops->remove(p->nv->hpol, &c->node);
-}
-
-/* Data bytes of c: a region's last chunk may be partly beyond its size. */
-static uint64_t chunk_data(const mt_pager_t *p, const mt_chunk_t *c) {
-  uint64_t off = (uint64_t)c->index * p->chunk;
-  return c->region->size - off < p->chunk ? c->region->size - off : p->chunk;
 }
 
 static void live_publish(mt_pager_t *p) {
@@ -109,9 +101,9 @@ static void live_publish(mt_pager_t *p) {
  * and a placement no other record shows (a first use, an overwrite, a
  * host copy for a never-touched chunk) is traced as a move from no tier,
  * so that a trace's residency is the pager's (tests/e2e/trace_check.py). */
-static void live_move(mt_pager_t *p, mt_chunk_t *c, int from, int to, bool trace_it) {
+void _mt_live_move(mt_pager_t *p, mt_chunk_t *c, int from, int to, bool trace_it) {
   if (c->region->freed || from == to) return;
-  uint64_t b = chunk_data(p, c);
+  uint64_t b = _mt_chunk_data(p, c);
   if (from != CH_NONE) p->live[from] -= b;
   if (to != CH_NONE) p->live[to] += b;
   live_publish(p);
@@ -122,7 +114,7 @@ static void live_move(mt_pager_t *p, mt_chunk_t *c, int from, int to, bool trace
   }
 }
 
-static void resident_changed(mt_pager_t *p) {
+void _mt_resident_changed(mt_pager_t *p) {
   atomic_store_explicit(&_mt_stats.resident_bytes, p->used, memory_order_relaxed);
   _mt_stat_peak(&_mt_stats.peak_resident_bytes, p->used);
 }
@@ -134,7 +126,7 @@ static void resident_changed(mt_pager_t *p) {
 /* Level 3 (MT_CHECK_INVARIANTS): r's counters agree with its chunks, every
  * HOST chunk has its host copy, and a chunk is in the retained list only
  * when it is DEVICE with a host copy. */
-static void check_region(const mt_pager_t *p, const mt_region_t *r) {
+void _mt_check_region(const mt_pager_t *p, const mt_region_t *r) {
 #if MT_CHECK_INVARIANTS
   if (r->kind == REG_SMALL) return;
   uint32_t ndev = 0, nclean = 0;
@@ -161,14 +153,14 @@ static void check_region(const mt_pager_t *p, const mt_region_t *r) {
 
 /* ---- host copies ------------------------------------------------------------ */
 
-static void retained_unlink(mt_chunk_t *c) {
+void _mt_retained_unlink(mt_chunk_t *c) {
   if (!c->retained) return;
   c->rprev->rnext = c->rnext;
   c->rnext->rprev = c->rprev;
   c->retained = false;
 }
 
-static void retained_link(mt_pager_t *p, mt_chunk_t *c) {
+void _mt_retained_link(mt_pager_t *p, mt_chunk_t *c) {
   if (c->retained) return;
   c->rnext = p->retained.rnext;
   c->rprev = &p->retained;
@@ -177,20 +169,12 @@ static void retained_link(mt_pager_t *p, mt_chunk_t *c) {
   c->retained = true;
 }
 
-static bool clean_done(mt_pager_t *p, uint32_t id, bool wait);
-
-/* A write-behind copy from c may still be in flight: waits for it before
- * c's device memory or host slot is reused. */
-static void wb_settle(mt_pager_t *p, mt_chunk_t *c) {
-  if (c->wb_batch != 0 && clean_done(p, c->wb_batch, true)) c->wb_batch = 0;
-}
-
 /* Gives c's host copy back to the pool; c must not be HOST (its address
  * would still map the slot). No driver call. */
-static void host_release(mt_pager_t *p, mt_chunk_t *c) {
+void _mt_host_release(mt_pager_t *p, mt_chunk_t *c) {
   if (c->host_addr == 0) return;
-  wb_settle(p, c);
-  retained_unlink(c);
+  _mt_wb_settle(p, c);
+  _mt_retained_unlink(c);
   mt_host_slot_t sl = {c->host, c->host_off, c->host_addr};
   _mt_pool_host_put(p, &sl);
   c->host = 0;
@@ -205,7 +189,7 @@ static int host_spill(mt_pager_t *p, size_t need);
  * budget is full, drops the host copies that device chunks keep (they
  * become dirty), then, with spill and an NVMe tier, moves HOST chunks to
  * NVMe. */
-static int host_get_ex(mt_pager_t *p, mt_chunk_t *c, bool spill) {
+int _mt_host_get_ex(mt_pager_t *p, mt_chunk_t *c, bool spill) {
   if (c->host_addr != 0) return 0;
   if (p->host_used + p->chunk > p->host_budget && p->retained.rprev != &p->retained &&
       (p->h2d_unsynced || p->ndefer > 0)) {
@@ -221,7 +205,7 @@ static int host_get_ex(mt_pager_t *p, mt_chunk_t *c, bool spill) {
   }
   while (p->host_used + p->chunk > p->host_budget && p->retained.rprev != &p->retained) {
     mt_chunk_t *old = p->retained.rprev; /* the oldest retained copy */
-    host_release(p, old);
+    _mt_host_release(p, old);
     set_dirty(p, old);
   }
   if (p->host_used + p->chunk > p->host_budget && spill && p->nv != NULL) {
@@ -247,7 +231,14 @@ static int host_get_ex(mt_pager_t *p, mt_chunk_t *c, bool spill) {
 }
 
 static int host_get(mt_pager_t *p, mt_chunk_t *c) {
-  return host_get_ex(p, c, true);
+  return _mt_host_get_ex(p, c, true);
+}
+
+int _mt_copy_wait(mt_pager_t *p, uintptr_t dst, uintptr_t src, size_t n, mt_handle_t s) {
+  int rc = p->dev->ops->copy(p->dev, dst, src, n, s);
+  if (rc == 0) rc = p->dev->ops->event_record(p->dev, p->ev_evict, s);
+  if (rc == 0) rc = p->dev->ops->event_sync(p->dev, p->ev_evict);
+  return rc;
 }
 
 /* ---- eviction ------------------------------------------------------------------ */
@@ -257,7 +248,7 @@ typedef struct victim_ctx {
   bool wait;  /* second pass: accept held chunks (we will wait for them) */
 } victim_ctx_t;
 
-static bool region_held(mt_pager_t *p, mt_region_t *r, bool wait) {
+bool _mt_region_held(mt_pager_t *p, mt_region_t *r, bool wait) {
   for (unsigned i = 0; i < r->nholds; i++) {
     int d = _mt_hold_done(p, &r->holds[i], wait);
     if (d != 1) return true;
@@ -268,20 +259,14 @@ static bool region_held(mt_pager_t *p, mt_region_t *r, bool wait) {
 
 static bool eligible(mt_policy_node_t *n, void *arg) {
   victim_ctx_t *v = arg;
-  mt_chunk_t *c = container_of_chunk(n);
+  mt_chunk_t *c = _mt_chunk_of(n);
   mt_region_t *r = c->region;
   /* a freed region's data is dead: waiting for its stream beats copying it */
   if (r->escaped || r->freed || r->epoch == v->p->epoch || c->epoch == v->p->epoch) return false;
   /* During a capture no copy may be waited for (graph.c): clean chunks only. */
   if (_mt_capture_active(v->p) && (c->dirty || (c->host_addr == 0 && c->nv == NULL))) return false;
   if (v->wait) return true;
-  return !region_held(v->p, r, false);
-}
-
-#define EVICT_BATCH 32
-
-static uintptr_t chunk_va(const mt_pager_t *p, const mt_chunk_t *c) {
-  return c->region->addr + (uintptr_t)c->index * p->chunk;
+  return !_mt_region_held(v->p, r, false);
 }
 
 /* b lies above c (regions do not overlap, so (addr, index) orders them). */
@@ -303,115 +288,16 @@ static void sort_by_va(mt_chunk_t **b, int n) {
   }
 }
 
-/* ---- write-behind ---------------------------------------------------------------- */
-
-/* True when write-behind batch id is done (events queried oldest first;
- * none during a capture); with wait, the host waits for it. */
-static bool clean_done(mt_pager_t *p, uint32_t id, bool wait) {
-  if (id == 0 || id <= p->clean_done_id) return true;
-  while (p->clean_n > 0) {
-    struct mt_clean_batch *b = &p->clean_ring[p->clean_head];
-    if (_mt_capture_active(p)) return false;
-    int q = p->dev->ops->event_query(p->dev, b->ev);
-    if (q != 1 && (!wait || b->id > id || p->dev->ops->event_sync(p->dev, b->ev) < 0)) break;
-    if (b->id > p->clean_done_id) p->clean_done_id = b->id;
-    _mt_event_put(p, b->ev);
-    p->clean_head = (p->clean_head + 1) % 8;
-    p->clean_n--;
-  }
-  return id <= p->clean_done_id;
-}
-
-/* c's write-behind copy is done: its host copy holds its bytes. */
-static bool cleaned(mt_pager_t *p, mt_chunk_t *c, bool wait) {
-  if (!c->dirty || c->clean_batch == 0 || !clean_done(p, c->clean_batch, wait)) return false;
-  c->dirty = false;
-  c->clean_batch = 0;
-  c->wb_batch = 0;
-  c->region->nclean++;
-  mt_stat_add(write_behind_used, 1);
-  return true;
-}
-
-typedef struct wb_ctx {
-  mt_pager_t *p;
-  mt_chunk_t **out;
-  int n, max;
-} wb_ctx_t;
-
-/* The walk from the coldest chunk: collects dirty chunks free to copy. */
-static bool wb_pick(mt_policy_node_t *nd, void *arg) {
-  wb_ctx_t *w = arg;
-  mt_chunk_t *c = container_of_chunk(nd);
-  mt_region_t *r = c->region;
-  if (!c->dirty || c->clean_batch != 0 || r->escaped || r->freed || r->epoch == w->p->epoch ||
-      c->epoch == w->p->epoch || region_held(w->p, r, false))
-    return false;
-  w->out[w->n++] = c;
-  return w->n >= w->max; /* true ends the walk */
-}
-
-size_t _mt_write_behind(mt_pager_t *p, size_t bytes) {
-  if (_mt_capture_active(p)) return 0;
-  clean_done(p, p->clean_done_id + 1, false); /* retire finished batches */
-  if (p->clean_n == 8) return 0;
-  size_t free_slots = p->host_budget > p->host_used ? (p->host_budget - p->host_used) / p->chunk : 0;
-  size_t max = bytes / p->chunk;
-  if (max > free_slots) max = free_slots;
-  if (max > EVICT_BATCH) max = EVICT_BATCH;
-  if (max == 0) return 0;
-  mt_chunk_t *cs[EVICT_BATCH];
-  wb_ctx_t w = {p, cs, 0, (int)max};
-  (void)p->pol_ops->victim(p->pol, wb_pick, &w);
-  if (w.n == 0) return 0;
-  mt_handle_t ev = _mt_event_get(p);
-  if (ev == 0) return 0;
-  uint32_t id = ++p->clean_next_id;
-  int started = 0;
-  uint64_t t = _mt_trace_on() ? _mt_trace_now() : 0;
-  for (int i = 0; i < w.n; i++) {
-    mt_chunk_t *c = cs[i];
-    if (c->host_addr == 0 && host_get_ex(p, c, false) < 0) break;
-    if (p->dev->ops->copy(p->dev, c->host_addr, chunk_va(p, c), p->chunk, p->d2h) < 0) break;
-    c->clean_batch = c->wb_batch = id;
-    retained_link(p, c);
-    started++;
-    mt_stat_add(write_behind, 1);
-    mt_stat_add(bytes_d2h, p->chunk);
-    if (_mt_trace_on()) _mt_trace_copy(MT_TR_D2H, true, 0, p->chunk, t, t);
-  }
-  if (started > 0 && p->dev->ops->event_record(p->dev, ev, p->d2h) == 0) {
-    unsigned at = (p->clean_head + p->clean_n) % 8;
-    p->clean_ring[at] = (struct mt_clean_batch){id, ev};
-    p->clean_n++;
-    return (size_t)started * p->chunk;
-  }
-  _mt_event_put(p, ev);
-  if (started == 0) return 0;
-  /* no event to tell when: wait now (rare); what the wait covers is done */
-  int rc = p->dev->ops->event_record(p->dev, p->ev_evict, p->d2h);
-  if (rc == 0) rc = p->dev->ops->event_sync(p->dev, p->ev_evict);
-  for (int i = 0; i < started; i++) {
-    if (rc == 0 && cs[i]->dirty) { /* done: clean now */
-      cs[i]->dirty = false;
-      cs[i]->region->nclean++;
-    }
-    cs[i]->clean_batch = 0;
-    if (rc == 0) cs[i]->wb_batch = 0;
-  }
-  return 0;
-}
-
 /* ---- spill: HOST -> NVMe ------------------------------------------------------- */
 
 /* A HOST chunk may go to NVMe unless the operation being prepared uses it,
  * or a kernel in flight may reach its host copy through its mapping. */
 static bool host_eligible(mt_policy_node_t *n, void *arg) {
   mt_pager_t *p = arg;
-  mt_chunk_t *c = container_of_chunk(n);
+  mt_chunk_t *c = _mt_chunk_of(n);
   mt_region_t *r = c->region;
   if (r->freed || r->epoch == p->epoch || c->epoch == p->epoch) return false;
-  return !(r->hostuse && region_held(p, r, false));
+  return !(r->hostuse && _mt_region_held(p, r, false));
 }
 
 #define SPILL_BATCH 8 /* chunks written together: the drive's queue stays busy */
@@ -430,7 +316,7 @@ static int host_spill(mt_pager_t *p, size_t need) {
     mt_policy_node_t *node = p->pol_ops->victim(p->nv->hpol, host_eligible, p);
     if (node == NULL) break;
     p->pol_ops->remove(p->nv->hpol, node);
-    batch[n++] = container_of_chunk(node);
+    batch[n++] = _mt_chunk_of(node);
   }
   if (n == 0) {
     mt_error("host memory budget MT_MAX_HOST=%zu is full and no host chunk can move to NVMe now (the "
@@ -445,17 +331,17 @@ static int host_spill(mt_pager_t *p, size_t need) {
   for (int i = 0; i < n; i++) {
     mt_chunk_t *c = batch[i];
     if (!ok[i]) {
-      host_tier_in(p, c);
+      _mt_host_tier_in(p, c);
       continue;
     }
-    if (p->host_mapped) p->dev->ops->unmap(p->dev, chunk_va(p, c), p->chunk);
-    host_release(p, c);
+    if (p->host_mapped) p->dev->ops->unmap(p->dev, _mt_chunk_va(p, c), p->chunk);
+    _mt_host_release(p, c);
     c->state = CH_NVME;
-    live_move(p, c, CH_HOST, CH_NVME, false);
+    _mt_live_move(p, c, CH_HOST, CH_NVME, false);
     moved++;
     mt_stat_add(nvme_spills, 1);
     if (_mt_trace_on())
-      _mt_trace_move(MT_TR_EVICT, c->region->id, c->index, MT_TIER_HOST, MT_TIER_NVME, true, false, chunk_data(p, c));
+      _mt_trace_move(MT_TR_EVICT, c->region->id, c->index, MT_TIER_HOST, MT_TIER_NVME, true, false, _mt_chunk_data(p, c));
   }
   _mt_pool_check(p);
   if (moved == 0) return rc < 0 ? rc : -ENOMEM;
@@ -474,7 +360,7 @@ static void reap_for(mt_pager_t *p, size_t need);
  * copy back on the retained list. */
 static void unpick(mt_pager_t *p, mt_chunk_t *c) {
   p->pol_ops->insert(p->pol, &c->node);
-  if (c->host_addr != 0) retained_link(p, c);
+  if (c->host_addr != 0) _mt_retained_link(p, c);
 }
 
 static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
@@ -505,13 +391,13 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
         continue;
       }
       if (node == NULL) break;
-      mt_chunk_t *c = container_of_chunk(node);
-      if (vc.wait && region_held(p, c->region, true)) return -EIO;
+      mt_chunk_t *c = _mt_chunk_of(node);
+      if (vc.wait && _mt_region_held(p, c->region, true)) return -EIO;
       p->pol_ops->remove(p->pol, node); /* out of the way of the next pick */
       /* and of host_get's drop of retained copies, which would take the
        * host copy this eviction relies on (a clean victim is skipped by the
        * copy loop before a later victim's host_get runs) */
-      retained_unlink(container_of_chunk(node));
+      _mt_retained_unlink(_mt_chunk_of(node));
       batch[n++] = c;
       freed += p->chunk;
       vc.wait = false;
@@ -525,7 +411,7 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
       mt_chunk_t *c = batch[i];
-      cleaned(p, c, true); /* a write-behind copy in flight: wait for it, not a second copy */
+      _mt_wb_cleaned(p, c, true); /* a write-behind copy in flight: wait for it, not a second copy */
       if (!c->dirty && (c->host_addr != 0 || c->nv != NULL)) { /* a valid copy is kept */
         if (c->host_addr == 0 || _mt_verify_clean(p, c) == 0) continue;
         set_dirty(p, c); /* MT_VERIFY_CLEAN: written against mt_advise, or unchecked: keep it */
@@ -565,8 +451,8 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
     sort_by_va(batch, n);
     for (int i = 0; i < n;) {
       int j = i + 1;
-      while (j < n && chunk_va(p, batch[j]) == chunk_va(p, batch[j - 1]) + p->chunk) j++;
-      uintptr_t va0 = chunk_va(p, batch[i]);
+      while (j < n && _mt_chunk_va(p, batch[j]) == _mt_chunk_va(p, batch[j - 1]) + p->chunk) j++;
+      uintptr_t va0 = _mt_chunk_va(p, batch[i]);
       p->dev->ops->unmap(p->dev, va0, (size_t)(j - i) * p->chunk);
       bool mapped = true;
       for (int k = i; k < j; k++) {
@@ -574,10 +460,10 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
         p->used -= p->chunk;
         _mt_pool_dev_put(p, c->dev);
         c->dev = 0;
-        retained_unlink(c);
+        _mt_retained_unlink(c);
         /* a clean chunk without a host copy goes back to NVMe: unmapped */
         if (p->host_mapped && c->host_addr != 0 &&
-            p->dev->ops->map(p->dev, chunk_va(p, c), p->chunk, c->host, c->host_off) < 0)
+            p->dev->ops->map(p->dev, _mt_chunk_va(p, c), p->chunk, c->host, c->host_off) < 0)
           mapped = false; /* logged; the chunk is unmapped, as with MT_HOST_MAP=off */
       }
       /* access for each sub-run of host-mapped chunks */
@@ -588,7 +474,7 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
         }
         int e = k + 1;
         while (e < j && batch[e]->host_addr != 0) e++;
-        p->dev->ops->set_access(p->dev, chunk_va(p, batch[k]), (size_t)(e - k) * p->chunk);
+        p->dev->ops->set_access(p->dev, _mt_chunk_va(p, batch[k]), (size_t)(e - k) * p->chunk);
         k = e;
       }
       i = j;
@@ -598,7 +484,7 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
       bool to_nvme = c->host_addr == 0; /* clean, its NVMe copy valid */
       if (_mt_trace_on()) {
         _mt_trace_move(MT_TR_EVICT, c->region->id, c->index, MT_TIER_GPU, to_nvme ? MT_TIER_NVME : MT_TIER_HOST,
-                       c->dirty, false, chunk_data(p, c));
+                       c->dirty, false, _mt_chunk_data(p, c));
         if (c->dirty) _mt_trace_copy(MT_TR_D2H, true, 0, p->chunk, t0, _mt_trace_now());
       }
       if (to_nvme) mt_stat_add(nvme_drops, 1);
@@ -614,11 +500,11 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
       if (c->pf) c->region->npf--; /* a prefetch evicted before use was wasted */
       c->pf = false;
       c->state = to_nvme ? CH_NVME : CH_HOST;
-      live_move(p, c, CH_DEVICE, c->state, false);
-      if (!to_nvme) host_tier_in(p, c);
+      _mt_live_move(p, c, CH_DEVICE, c->state, false);
+      if (!to_nvme) _mt_host_tier_in(p, c);
       c->region->ndevice--;
     }
-    resident_changed(p);
+    _mt_resident_changed(p);
     _mt_pool_check(p);
   }
   return 0;
@@ -657,7 +543,7 @@ int _mt_pager_reserve_pinned(mt_pager_t *p, size_t bytes) {
   if (rc < 0) return rc == -E2BIG ? -ENOMEM : rc;
   p->used += bytes;
   p->pinned += bytes;
-  resident_changed(p);
+  _mt_resident_changed(p);
   return 0;
 }
 
@@ -708,13 +594,13 @@ static void remap_host(mt_pager_t *p, mt_chunk_t *cs, int k, int n, uintptr_t va
  * pool. Returns 0 or -errno; on error the chunks not moved are as before. */
 static int run_to_device(mt_pager_t *p, mt_chunk_t *cs, int n, const bool *fetch) {
   mt_region_t *r = cs[0].region;
-  uintptr_t va0 = chunk_va(p, &cs[0]);
+  uintptr_t va0 = _mt_chunk_va(p, &cs[0]);
   if (r->hostuse) {
     /* Work in flight may still read and write the host copies through
      * their mappings: the copies must not start, nor the mappings change,
      * before it has finished. The host waits: this is the slow path of
      * launches larger than the budget. */
-    if (region_held(p, r, true)) return -EIO;
+    if (_mt_region_held(p, r, true)) return -EIO;
     r->hostuse = false;
   }
   int rc = make_room(p, (size_t)n * p->chunk);
@@ -813,26 +699,26 @@ static int run_to_device(mt_pager_t *p, mt_chunk_t *cs, int n, const bool *fetch
       if (_mt_trace_on()) {
         uint64_t t = _mt_trace_now(); /* issued now; the copy stream runs it */
         _mt_trace_move(MT_TR_FETCH, c->region->id, c->index, from_nvme ? MT_TIER_NVME : MT_TIER_HOST, MT_TIER_GPU,
-                       false, p->prefetching, chunk_data(p, c));
+                       false, p->prefetching, _mt_chunk_data(p, c));
         _mt_trace_copy(MT_TR_H2D, true, 0, p->chunk, t, t);
       }
       c->dirty = false;
       c->region->nclean++;
-      if (c->host_addr != 0) retained_link(p, c);
+      if (c->host_addr != 0) _mt_retained_link(p, c);
     } else {
       c->dirty = true; /* new contents will be written; a host copy is stale but kept for reuse */
       if (c->nv != NULL) _mt_nv_drop(p, c);
-      if (c->host_addr != 0) retained_link(p, c);
+      if (c->host_addr != 0) _mt_retained_link(p, c);
     }
     host_tier_out(p, c);
     c->dev = h[i];
-    live_move(p, c, c->state, CH_DEVICE, !((c->state == CH_HOST || from_nvme) && fetch[i]));
+    _mt_live_move(p, c, c->state, CH_DEVICE, !((c->state == CH_HOST || from_nvme) && fetch[i]));
     c->state = CH_DEVICE;
     c->region->ndevice++;
     p->used += p->chunk;
     p->pol_ops->insert(p->pol, &c->node);
   }
-  resident_changed(p);
+  _mt_resident_changed(p);
   _mt_pool_check(p);
   return rc;
 }
@@ -841,8 +727,10 @@ int _mt_fetch_flush(mt_pager_t *p) {
   int rc = 0;
   for (size_t i = 0; i < p->ndefer && rc == 0; i++)
     rc = p->dev->ops->copy(p->dev, p->defer[i].dst, p->defer[i].src, p->chunk, p->h2d);
-  if (p->ndefer > 0) _mt_h2d_issued(p);
-  _mt_nv_flushed(p); /* staging slots those copies read are free once they ran */
+  if (p->ndefer > 0) {
+    _mt_h2d_issued(p);
+    _mt_nv_flushed(p); /* staging slots those copies read are free once they ran */
+  }
   /* A failed copy leaves a chunk DEVICE without its data: the driver's
    * error (logged) is the operation's; the caller fails it. */
   p->ndefer = 0;
@@ -910,7 +798,7 @@ int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len
     for (int k = 0; k < n && rc == 0 && write; k++) set_dirty(p, &c[k]);
     i += (size_t)n;
   }
-  check_region(p, r);
+  _mt_check_region(p, r);
   if (t0 != 0) {
     uint64_t t1 = now_ns();
     mt_stat_add(stalls, 1);
@@ -944,37 +832,37 @@ void _mt_region_hold(mt_pager_t *p, mt_region_t *r, uint32_t si, uint64_t seq) {
 /* A never-touched chunk gets a host copy (contents undefined, as
  * cudaMalloc's are), mapped at its address where host mappings are on:
  * from then on it is HOST like an evicted chunk. */
-static int chunk_host_back(mt_pager_t *p, mt_chunk_t *c) {
+int _mt_chunk_host_back(mt_pager_t *p, mt_chunk_t *c) {
   int rc = host_get(p, c);
   if (rc < 0) return rc;
   /* an NVME chunk comes back into its new host copy */
   if (c->state == CH_NVME && (rc = _mt_nv_read_host(p, c)) < 0) {
-    host_release(p, c);
+    _mt_host_release(p, c);
     return rc;
   }
   if (p->host_mapped) {
-    uintptr_t va = chunk_va(p, c);
+    uintptr_t va = _mt_chunk_va(p, c);
     if ((rc = p->dev->ops->map(p->dev, va, p->chunk, c->host, c->host_off)) < 0) {
-      host_release(p, c);
+      _mt_host_release(p, c);
       return rc;
     }
     if ((rc = _mt_unmap_fence(p)) < 0 || (rc = p->dev->ops->set_access(p->dev, va, p->chunk)) < 0) {
       p->dev->ops->unmap(p->dev, va, p->chunk);
-      host_release(p, c);
+      _mt_host_release(p, c);
       return rc;
     }
   }
   if (c->nv != NULL) _mt_nv_drop(p, c); /* the kernel about to reach it may write it */
   if (c->state == CH_NVME) {
-    live_move(p, c, CH_NVME, CH_HOST, false);
+    _mt_live_move(p, c, CH_NVME, CH_HOST, false);
     if (_mt_trace_on())
-      _mt_trace_move(MT_TR_FETCH, c->region->id, c->index, MT_TIER_NVME, MT_TIER_HOST, false, false, chunk_data(p, c));
+      _mt_trace_move(MT_TR_FETCH, c->region->id, c->index, MT_TIER_NVME, MT_TIER_HOST, false, false, _mt_chunk_data(p, c));
   } else {
-    live_move(p, c, c->state, CH_HOST, true);
+    _mt_live_move(p, c, c->state, CH_HOST, true);
   }
   c->state = CH_HOST;
   c->dirty = false;
-  host_tier_in(p, c);
+  _mt_host_tier_in(p, c);
   return 0;
 }
 
@@ -1001,15 +889,15 @@ void _mt_back_fresh(mt_pager_t *p) {
       uint32_t j = i;
       for (; j < r->nchunks && r->chunks[j].state == CH_NONE && rc == 0; j++) {
         mt_chunk_t *c = &r->chunks[j];
-        if ((rc = host_get_ex(p, c, false)) < 0) break; /* never spills real data for a maybe */
-        if (p->host_mapped && (rc = p->dev->ops->map(p->dev, chunk_va(p, c), p->chunk, c->host, c->host_off)) < 0) {
-          host_release(p, c);
+        if ((rc = _mt_host_get_ex(p, c, false)) < 0) break; /* never spills real data for a maybe */
+        if (p->host_mapped && (rc = p->dev->ops->map(p->dev, _mt_chunk_va(p, c), p->chunk, c->host, c->host_off)) < 0) {
+          _mt_host_release(p, c);
           break;
         }
-        live_move(p, c, CH_NONE, CH_HOST, true);
+        _mt_live_move(p, c, CH_NONE, CH_HOST, true);
         c->state = CH_HOST;
         c->dirty = false;
-        host_tier_in(p, c);
+        _mt_host_tier_in(p, c);
       }
       if (p->host_mapped && j > i) {
         uintptr_t va = r->addr + (uintptr_t)i * p->chunk;
@@ -1040,7 +928,7 @@ int _mt_region_use_in_place(mt_pager_t *p, mt_region_t *r, size_t *host_bytes) {
       continue;
     }
     if (c->state == CH_NONE || c->state == CH_NVME) {
-      rc = chunk_host_back(p, c);
+      rc = _mt_chunk_host_back(p, c);
     } else if (p->nv != NULL) { /* HOST: used (and maybe written) where it lies */
       p->pol_ops->touch(p->nv->hpol, &c->node);
       if (c->nv != NULL) _mt_nv_drop(p, c);
@@ -1048,122 +936,7 @@ int _mt_region_use_in_place(mt_pager_t *p, mt_region_t *r, size_t *host_bytes) {
     if (rc == 0) *host_bytes += p->chunk;
   }
   r->hostuse = true;
-  check_region(p, r);
-  return rc;
-}
-
-/* ---- host write-back (the host optimizer) ----------------------------------------- */
-
-/* Moves DEVICE chunk c to HOST without a copy: its host copy (which the
- * caller has or is about to fill) becomes its only copy. The caller has
- * waited for the work using it. */
-static int chunk_device_drop(mt_pager_t *p, mt_chunk_t *c) {
-  int rc = _mt_unmap_fence(p);
-  if (rc < 0) return rc;
-  uintptr_t va = chunk_va(p, c);
-  p->pol_ops->remove(p->pol, &c->node);
-  p->dev->ops->unmap(p->dev, va, p->chunk);
-  p->used -= p->chunk;
-  _mt_pool_dev_put(p, c->dev);
-  c->dev = 0;
-  retained_unlink(c);
-  if (!c->dirty) c->region->nclean--;
-  if (c->pf) c->region->npf--;
-  c->pf = false;
-  c->region->ndevice--;
-  if (p->host_mapped && (rc = p->dev->ops->map(p->dev, va, p->chunk, c->host, c->host_off)) == 0)
-    rc = p->dev->ops->set_access(p->dev, va, p->chunk);
-  live_move(p, c, CH_DEVICE, CH_HOST, false);
-  if (_mt_trace_on())
-    _mt_trace_move(MT_TR_EVICT, c->region->id, c->index, MT_TIER_GPU, MT_TIER_HOST, false, false, chunk_data(p, c));
-  c->state = CH_HOST;
-  c->dirty = false;
-  host_tier_in(p, c);
-  resident_changed(p);
-  return rc < 0 ? rc : 0;
-}
-
-/* Copies n bytes from src (any host memory) into c's host copy at off: a
- * memcpy where the CPU can reach the copy, else the copy engine. */
-static int host_copy_in(mt_pager_t *p, mt_chunk_t *c, size_t off, const void *src, size_t n) {
-  if (!p->host_mapped) {
-    memcpy((void *)(c->host_addr + off), src, n);
-    return 0;
-  }
-  int rc = p->dev->ops->copy(p->dev, c->host_addr + off, (uintptr_t)src, n, p->d2h);
-  if (rc == 0) rc = p->dev->ops->event_record(p->dev, p->ev_evict, p->d2h);
-  if (rc == 0) rc = p->dev->ops->event_sync(p->dev, p->ev_evict);
-  return rc;
-}
-
-int _mt_host_write(uintptr_t addr, const void *src, size_t n) {
-  mt_pager_t *p = _mt_pager_if_started();
-  if (p == NULL || !_mt_in_range(p, addr)) return -ENOENT;
-  if (n == 0) return 0;
-  pthread_mutex_lock(&p->lock);
-  uintptr_t base;
-  size_t size;
-  mt_region_t *r = _mt_rmap_find(p->rmap, addr, &base, &size);
-  int rc = 0;
-  if (r == NULL || addr + n > base + size) {
-    rc = -EINVAL;
-  } else if (_mt_capture_active(p)) {
-    rc = -EBUSY; /* no waits or mapping changes during a capture */
-  } else if (region_held(p, r, true)) {
-    rc = -EIO;
-  } else if (r->kind == REG_SMALL || r->escaped) {
-    /* never leaves the device: write it there */
-    rc = p->dev->ops->copy(p->dev, addr, (uintptr_t)src, n, p->h2d);
-    if (rc == 0) rc = p->dev->ops->event_record(p->dev, p->ev_evict, p->h2d);
-    if (rc == 0) rc = p->dev->ops->event_sync(p->dev, p->ev_evict);
-  } else {
-    r->epoch = ++p->epoch; /* nothing of it is chosen to make room for it */
-    size_t first = (addr - r->addr) / p->chunk, last = (addr + n - 1 - r->addr) / p->chunk;
-    for (size_t i = first; i <= last && rc == 0; i++) {
-      mt_chunk_t *c = &r->chunks[i];
-      uintptr_t cs = r->addr + i * p->chunk;
-      uintptr_t lo = addr > cs ? addr : cs;
-      uintptr_t hi = addr + n < cs + chunk_data(p, c) ? addr + n : cs + chunk_data(p, c);
-      bool whole = lo == cs && hi == cs + chunk_data(p, c);
-      /* the chunk's current bytes into a host copy, unless all are replaced */
-      if (c->state == CH_DEVICE) {
-        cleaned(p, c, true);
-        wb_settle(p, c); /* no write-behind copy into the host slot under ours */
-        bool current = c->host_addr != 0 && !c->dirty; /* its host copy holds its bytes */
-        if (c->host_addr == 0 && (rc = host_get(p, c)) < 0) break;
-        if (!whole && !current) {
-          rc = p->dev->ops->copy(p->dev, c->host_addr, cs, p->chunk, p->d2h);
-          if (rc == 0) rc = p->dev->ops->event_record(p->dev, p->ev_evict, p->d2h);
-          if (rc == 0) rc = p->dev->ops->event_sync(p->dev, p->ev_evict);
-          if (rc < 0) break;
-          mt_stat_add(bytes_d2h, p->chunk);
-        }
-        if ((rc = chunk_device_drop(p, c)) < 0) break;
-      } else if (c->state == CH_NONE || (c->state == CH_NVME && whole)) {
-        if ((rc = host_get(p, c)) < 0) break;
-        if (p->host_mapped &&
-            ((rc = p->dev->ops->map(p->dev, cs, p->chunk, c->host, c->host_off)) < 0 ||
-             (rc = _mt_unmap_fence(p)) < 0 || (rc = p->dev->ops->set_access(p->dev, cs, p->chunk)) < 0)) {
-          host_release(p, c);
-          break;
-        }
-        if (c->nv != NULL) _mt_nv_drop(p, c);
-        live_move(p, c, c->state, CH_HOST, true);
-        c->state = CH_HOST;
-        c->dirty = false;
-        host_tier_in(p, c);
-      } else if (c->state == CH_NVME) {
-        if ((rc = chunk_host_back(p, c)) < 0) break; /* reads the rest back */
-      }
-      if (c->nv != NULL) _mt_nv_drop(p, c); /* the NVMe copy is stale now */
-      rc = host_copy_in(p, c, lo - cs, (const uint8_t *)src + (lo - addr), hi - lo);
-      if (rc == 0 && p->nv != NULL) p->pol_ops->touch(p->nv->hpol, &c->node);
-    }
-    mt_stat_add(host_write_bytes, n);
-    check_region(p, r);
-  }
-  _mt_pool_check(p);
-  pthread_mutex_unlock(&p->lock);
+  _mt_check_region(p, r);
   return rc;
 }
 
@@ -1214,7 +987,7 @@ static void region_destroy(mt_pager_t *p, mt_region_t *r) {
    * after any fetch copy in flight (unmapfence.c; on error the unmaps go
    * ahead: the region is gone either way) */
   bool fenced = false;
-  for (uint32_t i = 0; i < r->nchunks; i++) wb_settle(p, &r->chunks[i]); /* copies reading them */
+  for (uint32_t i = 0; i < r->nchunks; i++) _mt_wb_settle(p, &r->chunks[i]); /* copies reading them */
   for (uint32_t i = 0; i < r->nchunks;) {
     if (!chunk_mapped(p, &r->chunks[i])) {
       i++;
@@ -1237,9 +1010,9 @@ static void region_destroy(mt_pager_t *p, mt_region_t *r) {
     }
     if (c->state == CH_HOST) host_tier_out(p, c);
     if (c->nv != NULL) _mt_nv_drop(p, c);
-    live_move(p, c, c->state, CH_NONE, false);
+    _mt_live_move(p, c, c->state, CH_NONE, false);
     c->state = CH_NONE;
-    host_release(p, c);
+    _mt_host_release(p, c);
   }
   if (r->escaped) {
     p->pinned -= (size_t)r->nchunks * p->chunk;
@@ -1247,7 +1020,7 @@ static void region_destroy(mt_pager_t *p, mt_region_t *r) {
   }
   p->committed -= (size_t)r->nchunks * p->chunk;
   _mt_va_free(&p->va, r->addr, r->nchunks, p->chunk);
-  resident_changed(p);
+  _mt_resident_changed(p);
   free(r);
 }
 
@@ -1258,7 +1031,7 @@ static void region_leaves_live(mt_pager_t *p, mt_region_t *r) {
   if (r->kind == REG_SMALL) {
     p->live[CH_DEVICE] -= r->size;
   } else {
-    for (uint32_t i = 0; i < r->nchunks; i++) live_move(p, &r->chunks[i], r->chunks[i].state, CH_NONE, false);
+    for (uint32_t i = 0; i < r->nchunks; i++) _mt_live_move(p, &r->chunks[i], r->chunks[i].state, CH_NONE, false);
   }
   r->freed = true;
   live_publish(p);
@@ -1270,7 +1043,7 @@ static void reap_pending(mt_pager_t *p, bool wait) {
   mt_region_t **pp = &p->pending;
   while (*pp != NULL) {
     mt_region_t *r = *pp;
-    if (!region_held(p, r, wait)) {
+    if (!_mt_region_held(p, r, wait)) {
       *pp = r->next_pending;
       region_destroy(p, r);
     } else {
@@ -1293,7 +1066,7 @@ static void reap_for(mt_pager_t *p, size_t need) {
   for (size_t i = n; i-- > 0 && got < over;) {
     mt_region_t *r = v[i];
     if (r->kind == REG_SMALL || r->ndevice == 0) continue; /* gives no paged device memory */
-    if (!region_held(p, r, true)) got += (size_t)r->ndevice * p->chunk;
+    if (!_mt_region_held(p, r, true)) got += (size_t)r->ndevice * p->chunk;
   }
   if (v != stack) free(v);
   reap_pending(p, false); /* the ones just waited for, and any others done by now */
@@ -1430,7 +1203,7 @@ int _mt_free(uintptr_t addr, mt_handle_t s, bool async) {
     reap_pending(p, false);
   } else {
     if (_mt_trace_on()) _mt_trace_free(r->id, 0, false);
-    region_held(p, r, true); /* cuMemFree waits for work using it, as the driver does */
+    _mt_region_held(p, r, true); /* cuMemFree waits for work using it, as the driver does */
     region_destroy(p, r);
   }
   pthread_mutex_unlock(&p->lock);

@@ -324,7 +324,7 @@ struct mt_pager {
   struct mt_prefetch *pf;    /* prefetch.c; NULL: demand fetching only */
   /* write-behind (pager.c): batches of copies that clean dirty chunks ahead
    * of their eviction, oldest first; ids grow, done_id: all up to it done */
-  struct mt_clean_batch { uint32_t id; mt_handle_t ev; } clean_ring[8];
+  struct mt_clean_batch { uint32_t id; mt_handle_t ev; } clean_ring[8]; /* MT_CLEAN_RING */
   unsigned clean_head, clean_n;
   uint32_t clean_next_id, clean_done_id;
   bool prefetching;          /* the fetches being made are a prefetch's */
@@ -335,6 +335,51 @@ struct mt_pager {
 };
 
 extern mt_pager_t *_mt_pager;
+
+/* ---- pager.c: the chunk state machine's pieces the files beside it use
+ * (writebehind.c, hostwrite.c, prefetch.c) ---------------------------------- */
+#define EVICT_BATCH 32       /* chunks per eviction batch (and per fetch run) */
+#define _mt_chunk_of(n) ((mt_chunk_t *)(n)) /* the policy hands back the node, first in the chunk */
+
+static inline uintptr_t _mt_chunk_va(const mt_pager_t *p, const mt_chunk_t *c) {
+  return c->region->addr + (uintptr_t)c->index * p->chunk;
+}
+/* Data bytes of c: a region's last chunk may be partly beyond its size. */
+static inline uint64_t _mt_chunk_data(const mt_pager_t *p, const mt_chunk_t *c) {
+  uint64_t off = (uint64_t)c->index * p->chunk;
+  return c->region->size - off < p->chunk ? c->region->size - off : p->chunk;
+}
+/* Work in flight still uses r (with wait: the host waits until it does not). */
+bool _mt_region_held(mt_pager_t *p, mt_region_t *r, bool wait);
+/* A host copy for c (contents undefined); spill: host chunks may go to
+ * NVMe to make room. 0 or -ENOMEM. */
+int _mt_host_get_ex(mt_pager_t *p, mt_chunk_t *c, bool spill);
+/* Gives c's host copy back to the pool (c is not HOST). */
+void _mt_host_release(mt_pager_t *p, mt_chunk_t *c);
+void _mt_retained_link(mt_pager_t *p, mt_chunk_t *c);
+void _mt_retained_unlink(mt_chunk_t *c);
+/* c moves between tiers (CH_*): the live counts follow; trace_it records a
+ * placement no other record shows. */
+void _mt_live_move(mt_pager_t *p, mt_chunk_t *c, int from, int to, bool trace_it);
+/* c became HOST: the host tier's policy (spill order) takes it. */
+void _mt_host_tier_in(mt_pager_t *p, mt_chunk_t *c);
+/* A NONE or NVME chunk gets a host copy (read back from NVMe), mapped at
+ * its address with host mappings: HOST. 0 or -errno. */
+int _mt_chunk_host_back(mt_pager_t *p, mt_chunk_t *c);
+void _mt_resident_changed(mt_pager_t *p);
+/* Level 3 (MT_CHECK_INVARIANTS): r's counters agree with its chunks. */
+void _mt_check_region(const mt_pager_t *p, const mt_region_t *r);
+/* Copies n bytes on stream s and waits for them (the pager's own event). */
+int _mt_copy_wait(mt_pager_t *p, uintptr_t dst, uintptr_t src, size_t n, mt_handle_t s);
+
+/* ---- writebehind.c ----------------------------------------------------------- */
+#define MT_CLEAN_RING 8      /* write-behind batches in flight at most */
+/* c's write-behind copy is done (with wait: waited for): c is clean now,
+ * its host copy holds its bytes. */
+bool _mt_wb_cleaned(mt_pager_t *p, mt_chunk_t *c, bool wait);
+/* A write-behind copy from c may still be in flight: waits for it before
+ * c's device memory or host slot is reused. */
+void _mt_wb_settle(mt_pager_t *p, mt_chunk_t *c);
 
 /* What mtalloc can hold at once, what cuMemGetInfo reports as total: the
  * GPU budget, the host budget and the NVMe tier (its pages beyond a copy

@@ -1,0 +1,121 @@
+/*
+ * writebehind.c - dirty chunks copied to their host copies ahead of their
+ * eviction, while the GPU computes (prefetch.c asks for it after each
+ * prefetch).
+ *
+ * Concept. An eviction of a dirty chunk copies it out and waits for the
+ * copy before the device memory can go. Write-behind starts those copies
+ * early, for the coldest dirty chunks no work in flight holds, on the d2h
+ * link, and remembers them in batches (an event each, a ring of
+ * MT_CLEAN_RING). When such a chunk is evicted later and its batch is
+ * done, it is clean: no copy, no wait. A write to it in between cancels
+ * (set_dirty in pager.c clears clean_batch); its copy may still be in
+ * flight, so wb_batch stays until it is known done, and nothing reuses the
+ * chunk's device memory or host slot before (_mt_wb_settle).
+ *
+ * Threading: under the pager lock.
+ */
+#include "pager_internal.h"
+#include "trace.h"
+#include "trace_io.h"
+
+/* True when write-behind batch id is done (events queried oldest first;
+ * none during a capture); with wait, the host waits for it. */
+static bool wb_done(mt_pager_t *p, uint32_t id, bool wait) {
+  if (id == 0 || id <= p->clean_done_id) return true;
+  while (p->clean_n > 0) {
+    struct mt_clean_batch *b = &p->clean_ring[p->clean_head];
+    if (_mt_capture_active(p)) return false;
+    int q = p->dev->ops->event_query(p->dev, b->ev);
+    if (q != 1 && (!wait || b->id > id || p->dev->ops->event_sync(p->dev, b->ev) < 0)) break;
+    if (b->id > p->clean_done_id) p->clean_done_id = b->id;
+    _mt_event_put(p, b->ev);
+    p->clean_head = (p->clean_head + 1) % MT_CLEAN_RING;
+    p->clean_n--;
+  }
+  return id <= p->clean_done_id;
+}
+
+void _mt_wb_settle(mt_pager_t *p, mt_chunk_t *c) {
+  if (c->wb_batch != 0 && wb_done(p, c->wb_batch, true)) c->wb_batch = 0;
+}
+
+bool _mt_wb_cleaned(mt_pager_t *p, mt_chunk_t *c, bool wait) {
+  if (!c->dirty || c->clean_batch == 0 || !wb_done(p, c->clean_batch, wait)) return false;
+  c->dirty = false;
+  c->clean_batch = 0;
+  c->wb_batch = 0;
+  c->region->nclean++;
+  mt_stat_add(write_behind_used, 1);
+  return true;
+}
+
+typedef struct wb_ctx {
+  mt_pager_t *p;
+  mt_chunk_t **out;
+  int n, max;
+} wb_ctx_t;
+
+/* The walk from the coldest chunk: collects dirty chunks free to copy. */
+static bool wb_pick(mt_policy_node_t *nd, void *arg) {
+  wb_ctx_t *w = arg;
+  mt_chunk_t *c = _mt_chunk_of(nd);
+  mt_region_t *r = c->region;
+  if (!c->dirty || c->clean_batch != 0 || r->escaped || r->freed || r->epoch == w->p->epoch ||
+      c->epoch == w->p->epoch || _mt_region_held(w->p, r, false))
+    return false;
+  w->out[w->n++] = c;
+  return w->n >= w->max; /* true ends the walk */
+}
+
+size_t _mt_write_behind(mt_pager_t *p, size_t bytes) {
+  if (_mt_capture_active(p)) return 0;
+  wb_done(p, p->clean_done_id + 1, false); /* retire finished batches */
+  if (p->clean_n == MT_CLEAN_RING) return 0;
+  size_t free_slots = p->host_budget > p->host_used ? (p->host_budget - p->host_used) / p->chunk : 0;
+  size_t max = bytes / p->chunk;
+  if (max > free_slots) max = free_slots;
+  if (max > EVICT_BATCH) max = EVICT_BATCH;
+  if (max == 0) return 0;
+  mt_chunk_t *cs[EVICT_BATCH];
+  wb_ctx_t w = {p, cs, 0, (int)max};
+  (void)p->pol_ops->victim(p->pol, wb_pick, &w);
+  if (w.n == 0) return 0;
+  mt_handle_t ev = _mt_event_get(p);
+  if (ev == 0) return 0;
+  uint32_t id = ++p->clean_next_id;
+  int started = 0;
+  uint64_t t = _mt_trace_on() ? _mt_trace_now() : 0;
+  for (int i = 0; i < w.n; i++) {
+    mt_chunk_t *c = cs[i];
+    if (c->host_addr == 0 && _mt_host_get_ex(p, c, false) < 0) break;
+    if (p->dev->ops->copy(p->dev, c->host_addr, _mt_chunk_va(p, c), p->chunk, p->d2h) < 0) break;
+    c->clean_batch = c->wb_batch = id;
+    _mt_retained_link(p, c);
+    started++;
+    mt_stat_add(write_behind, 1);
+    mt_stat_add(bytes_d2h, p->chunk);
+    if (_mt_trace_on()) _mt_trace_copy(MT_TR_D2H, true, 0, p->chunk, t, t);
+  }
+  if (started > 0 && p->dev->ops->event_record(p->dev, ev, p->d2h) == 0) {
+    unsigned at = (p->clean_head + p->clean_n) % MT_CLEAN_RING;
+    p->clean_ring[at] = (struct mt_clean_batch){id, ev};
+    p->clean_n++;
+    return (size_t)started * p->chunk;
+  }
+  _mt_event_put(p, ev);
+  if (started == 0) return 0;
+  /* no event to tell when: wait now (rare); what the wait covers is done */
+  int rc = p->dev->ops->event_record(p->dev, p->ev_evict, p->d2h);
+  if (rc == 0) rc = p->dev->ops->event_sync(p->dev, p->ev_evict);
+  for (int i = 0; i < started; i++) {
+    if (rc == 0 && cs[i]->dirty) { /* done: clean now */
+      cs[i]->dirty = false;
+      cs[i]->region->nclean++;
+    }
+    cs[i]->clean_batch = 0;
+    if (rc == 0) cs[i]->wb_batch = 0;
+  }
+  return 0;
+}
+
