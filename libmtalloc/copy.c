@@ -172,10 +172,7 @@ static int read_piece(void *ctx, uintptr_t dst, uintptr_t src, size_t n) {
     int d = _mt_hold_done(p, &r->holds[i], true);
     if (d < 0) return d;
   }
-  int rc = p->dev->ops->copy(p->dev, dst, src, n, p->d2h);
-  if (rc == 0) rc = p->dev->ops->event_record(p->dev, p->ev_evict, p->d2h);
-  if (rc == 0) rc = p->dev->ops->event_sync(p->dev, p->ev_evict);
-  return rc;
+  return _mt_copy_wait(p, dst, src, n, p->d2h);
 }
 
 int _mt_host_read(void *dst, uintptr_t addr, size_t n) {

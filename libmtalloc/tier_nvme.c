@@ -329,9 +329,7 @@ int _mt_nv_read_host(mt_pager_t *p, mt_chunk_t *c) {
   }
   int i = _mt_nv_read_slot(p, c);
   if (i < 0) return i;
-  int rc = p->dev->ops->copy(p->dev, c->host_addr, t->slots[i].addr, p->chunk, p->h2d);
-  if (rc == 0) rc = p->dev->ops->event_record(p->dev, t->ev_spill, p->h2d);
-  if (rc == 0) rc = p->dev->ops->event_sync(p->dev, t->ev_spill);
+  int rc = _mt_copy_wait(p, c->host_addr, t->slots[i].addr, p->chunk, p->h2d);
   _mt_nv_slot_put(p, i);
   return rc;
 }

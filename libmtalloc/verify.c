@@ -35,14 +35,6 @@
 #include "hash.h"
 #include "pager_internal.h"
 
-/* Reads n bytes at src (device or host copy address) into dst on the d2h
- * stream and waits for them. 0 or -errno. */
-static int read_back(mt_pager_t *p, void *dst, uintptr_t src, size_t n) {
-  int rc = p->dev->ops->copy(p->dev, (uintptr_t)dst, src, n, p->d2h);
-  if (rc == 0) rc = p->dev->ops->event_record(p->dev, p->ev_evict, p->d2h);
-  if (rc == 0) rc = p->dev->ops->event_sync(p->dev, p->ev_evict);
-  return rc;
-}
 
 int _mt_verify_clean(mt_pager_t *p, mt_chunk_t *c) {
   if (!_mt_opt_int(MT_OPT_VERIFY_CLEAN)) return 0;
@@ -51,8 +43,8 @@ int _mt_verify_clean(mt_pager_t *p, mt_chunk_t *c) {
   uintptr_t va = r->addr + (uintptr_t)c->index * p->chunk;
   uint8_t *dev = malloc(p->chunk), *host = malloc(p->chunk);
   int rc = dev && host ? 0 : -ENOMEM;
-  if (rc == 0) rc = read_back(p, dev, va, p->chunk);
-  if (rc == 0) rc = read_back(p, host, c->host_addr, p->chunk);
+  if (rc == 0) rc = _mt_copy_wait(p, (uintptr_t)dev, va, p->chunk, p->d2h);
+  if (rc == 0) rc = _mt_copy_wait(p, (uintptr_t)host, c->host_addr, p->chunk, p->d2h);
   if (rc < 0) {
     mt_warn("MT_VERIFY_CLEAN: could not read back chunk %u of region %llu (%s); copying it to host as if "
             "dirty", c->index, (unsigned long long)r->id, strerror(-rc));
