@@ -104,9 +104,9 @@ static uint64_t st(const char *name) {
   return 0;
 }
 
-/* NREG regions of REG bytes, each written with its own pattern. */
-static void write_all(uintptr_t *a, uint32_t *buf) {
-  for (int i = 0; i < NREG; i++) {
+/* n regions of REG bytes, each written with its own pattern. */
+static void write_n(uintptr_t *a, uint32_t *buf, int n) {
+  for (int i = 0; i < n; i++) {
     cr_assert_eq(_mt_alloc(REG, &a[i]), 0);
     fill(buf, REG, (uint32_t)i + 1);
     cr_assert_eq(put(a[i], buf, REG), 0, "region %d", i);
@@ -132,7 +132,7 @@ Test(nvme_tier, round_trip_and_clean_drops) {
   cr_assert_gt(tot, (size_t)200 * MiB, "cuMemGetInfo counts the NVMe tier: total %zu", tot);
   uint32_t *buf = malloc(REG), *want = malloc(REG);
   uintptr_t a[NREG];
-  write_all(a, buf);
+  write_n(a, buf, NREG);
   check_all(a, buf, want);
   cr_assert_gt(st("nvme_spills"), 0);
   cr_assert_gt(st("nvme_loads"), 0);
@@ -222,7 +222,7 @@ Test(nvme_tier, flipped_bit_is_never_delivered) {
   start(4, 24, NULL, 0);
   uint32_t *buf = malloc(REG), *want = malloc(REG);
   uintptr_t a[NREG];
-  write_all(a, buf);
+  write_n(a, buf, NREG);
   /* region 0 went to NVMe first (least recently used) */
   cr_assert_eq(P->nv != NULL, 1);
   int on_nvme = -1;
@@ -264,11 +264,7 @@ static void host_write_case(const char *dirs, int nreg) {
   start(4, 24, dirs, 0);
   uint32_t *buf = malloc(REG), *want = malloc(REG), *patch = malloc(REG);
   uintptr_t a[NREG];
-  for (int i = 0; i < nreg; i++) { /* the first go to host memory (and NVMe), the last stay on the GPU */
-    cr_assert_eq(_mt_alloc(REG, &a[i]), 0);
-    fill(buf, REG, (uint32_t)i + 1);
-    cr_assert_eq(put(a[i], buf, REG), 0, "region %d", i);
-  }
+  write_n(a, buf, nreg); /* the first go to host memory (and NVMe), the last stay on the GPU */
   fill(patch, REG, 777);
   for (int i = 0; i < nreg; i++) {
     /* a partial write across the chunk boundary, then a whole second chunk on odd regions */
