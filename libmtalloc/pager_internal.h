@@ -5,7 +5,9 @@
  * streams.c: holds; vaspace.c: addresses;
  * smallpool.c: packed small regions; launch.c: footprints (parameter
  * layouts are layout.c's, outside the pager); copy.c: copies and sets;
- * graph.c: captured footprints).
+ * graph.c: captured footprints; tier_nvme.c: the NVMe tier's moves;
+ * prefetch.c: the prefetch scheduler; writebehind.c: copies ahead of
+ * eviction; hostwrite.c: the optimizer's write-back).
  *
  * One mutex, mt_pager_t.lock, guards everything here. Hooked calls take it
  * for the whole of their work, including forwarding the call to the driver:
