@@ -71,7 +71,7 @@ static uint64_t now_ns(void) {
 
 /* Region counters behind the launch fast path (_mt_range_resident). */
 static void set_dirty(mt_pager_t *p, mt_chunk_t *c) {
-  c->clean_batch = 0; /* a write-behind copy in flight no longer makes it clean */
+  _mt_wb_cancel(c); /* a write-behind copy in flight no longer makes it clean */
   if (!c->dirty && c->state == CH_DEVICE) c->region->nclean--;
   c->dirty = true;
   if (c->nv != NULL) _mt_nv_drop(p, c); /* its NVMe copy is stale now */
@@ -129,7 +129,7 @@ void _mt_resident_changed(mt_pager_t *p) {
 void _mt_check_region(const mt_pager_t *p, const mt_region_t *r) {
 #if MT_CHECK_INVARIANTS
   if (r->kind == REG_SMALL) return;
-  uint32_t ndev = 0, nclean = 0;
+  uint32_t ndev = 0, nclean = 0, nwb = 0;
   for (uint32_t i = 0; i < r->nchunks; i++) {
     const mt_chunk_t *c = &r->chunks[i];
     mt_assert(c->state <= CH_NVME);
@@ -144,8 +144,10 @@ void _mt_check_region(const mt_pager_t *p, const mt_region_t *r) {
     if (c->state == CH_HOST) mt_assert(c->host_addr != 0 && (c->host != 0 || !p->host_mapped));
     if (c->state == CH_NONE) mt_assert(c->host_addr == 0);
     mt_assert(!c->retained || (c->state == CH_DEVICE && c->host_addr != 0));
+    mt_assert(c->clean_batch == 0 || (c->state == CH_DEVICE && c->dirty));
+    nwb += c->clean_batch != 0;
   }
-  mt_assert(ndev == r->ndevice && nclean == r->nclean);
+  mt_assert(ndev == r->ndevice && nclean == r->nclean && nwb == r->nwb);
 #else
   (void)p, (void)r;
 #endif
@@ -496,7 +498,8 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
         c->region->nclean--;
       }
       c->dirty = false;
-      c->clean_batch = c->wb_batch = 0; /* any write-behind copy ran before the ev_evict sync */
+      _mt_wb_cancel(c);
+      c->wb_batch = 0; /* any write-behind copy ran before the ev_evict sync */
       if (c->pf) c->region->npf--; /* a prefetch evicted before use was wasted */
       c->pf = false;
       c->state = to_nvme ? CH_NVME : CH_HOST;

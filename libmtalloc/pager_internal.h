@@ -245,6 +245,9 @@ typedef struct mt_region {
   uint32_t ndevice;          /* chunks DEVICE */
   uint32_t npf;              /* chunks prefetched and not used since (keeps it off the fast path) */
   uint32_t nclean;           /* chunks DEVICE and not dirty */
+  uint32_t nwb;              /* chunks with a write-behind copy that would make them clean
+                              * (clean_batch != 0): a write must see each (keeps it off the
+                              * fast path) */
   mt_hold_t holds[MT_HOLDS];
   struct mt_region *next_pending; /* deferred-free list */
   struct mt_region *fprev, *fnext; /* fresh list: allocated since the last launch */
@@ -412,7 +415,15 @@ static inline size_t _mt_region_bytes(const mt_pager_t *p, const mt_region_t *r)
 #define TOUCH_SLACK 64
 static inline bool _mt_region_hot(const mt_pager_t *p, const mt_region_t *r, bool write) {
   return r->kind == REG_SMALL ||
-         (r->ndevice == r->nchunks && (!write || r->nclean == 0) && r->npf == 0 && p->epoch - r->touched < TOUCH_SLACK);
+         (r->ndevice == r->nchunks && (!write || (r->nclean == 0 && r->nwb == 0)) && r->npf == 0 && p->epoch - r->touched < TOUCH_SLACK);
+}
+
+/* c's write-behind copy no longer makes it clean (written since, cleaned,
+ * or evicted). */
+static inline void _mt_wb_cancel(mt_chunk_t *c) {
+  if (c->clean_batch == 0) return;
+  c->clean_batch = 0;
+  c->region->nwb--;
 }
 
 /* Takes an event from the pool (or creates one); 0 on failure. */

@@ -9,7 +9,8 @@
  * link, and remembers them in batches (an event each, a ring of
  * MT_CLEAN_RING). When such a chunk is evicted later and its batch is
  * done, it is clean: no copy, no wait. A write to it in between cancels
- * (set_dirty in pager.c clears clean_batch); its copy may still be in
+ * (set_dirty in pager.c clears clean_batch; r->nwb keeps the region off
+ * the launch fast path, which skips set_dirty); its copy may still be in
  * flight, so wb_batch stays until it is known done, and nothing reuses the
  * chunk's device memory or host slot before (_mt_wb_settle).
  *
@@ -43,7 +44,7 @@ void _mt_wb_settle(mt_pager_t *p, mt_chunk_t *c) {
 bool _mt_wb_cleaned(mt_pager_t *p, mt_chunk_t *c, bool wait) {
   if (!c->dirty || c->clean_batch == 0 || !wb_done(p, c->clean_batch, wait)) return false;
   c->dirty = false;
-  c->clean_batch = 0;
+  _mt_wb_cancel(c);
   c->wb_batch = 0;
   c->region->nclean++;
   mt_stat_add(write_behind_used, 1);
@@ -91,6 +92,7 @@ size_t _mt_write_behind(mt_pager_t *p, size_t bytes) {
     if (c->host_addr == 0 && _mt_host_get_ex(p, c, false) < 0) break;
     if (p->dev->ops->copy(p->dev, c->host_addr, _mt_chunk_va(p, c), p->chunk, p->d2h) < 0) break;
     c->clean_batch = c->wb_batch = id;
+    c->region->nwb++;
     _mt_retained_link(p, c);
     started++;
     mt_stat_add(write_behind, 1);
@@ -113,7 +115,7 @@ size_t _mt_write_behind(mt_pager_t *p, size_t bytes) {
       cs[i]->dirty = false;
       cs[i]->region->nclean++;
     }
-    cs[i]->clean_batch = 0;
+    _mt_wb_cancel(cs[i]);
     if (rc == 0) cs[i]->wb_batch = 0;
   }
   return 0;

@@ -424,3 +424,44 @@ Test(nvme_tier, optimizer_on_device_parameters) {
   free(tmp);
   finish();
 }
+
+/* A write to a chunk whose write-behind copy is in flight cancels it, even
+ * when the write takes the launch fast path (the region is all on the GPU,
+ * dirty, and touched a moment ago): else the chunk turns clean when the
+ * copy lands, its eviction drops the device copy, and the write is lost.
+ * (Found by 'stress preload nvme prefetch' in CI, one run in ten.) */
+Test(nvme_tier, write_after_write_behind_is_kept) {
+  start(8, 64, NULL, 0); /* 4 device chunks */
+  uint32_t *buf = malloc(REG), *want = malloc(REG);
+  cr_assert(buf && want);
+  uintptr_t a, o[4];
+  cr_assert_eq(_mt_alloc(2 * MiB, &a), 0);
+  fill(buf, 2 * MiB, 1);
+  cr_assert_eq(put(a, buf, 2 * MiB), 0);
+  mt_region_t *r = _mt_region_of(P, a);
+  cr_assert_eq(cuCtxSynchronize(), CUDA_SUCCESS); /* no hold left on it */
+  pthread_mutex_lock(&P->lock);
+  _mt_region_held(P, r, true);
+  P->epoch++; /* the next operation: the put's chunk is no longer being prepared */
+  size_t copied = _mt_write_behind(P, 2 * MiB);
+  uint32_t batch = r->chunks[0].clean_batch;
+  pthread_mutex_unlock(&P->lock);
+  cr_assert_eq(copied, 2 * MiB, "the dirty chunk is copied out ahead of its eviction");
+  cr_assert_neq(batch, 0);
+  fill(buf, 2 * MiB, 2);
+  cr_assert_eq(put(a, buf, 2 * MiB), 0); /* the fast path: hot, nothing clean */
+  cr_assert_eq(r->chunks[0].clean_batch, 0, "the write cancelled the write-behind");
+  for (int i = 0; i < 4; i++) { /* evict it */
+    cr_assert_eq(_mt_alloc(2 * MiB, &o[i]), 0);
+    fill(want, 2 * MiB, 10 + (uint32_t)i);
+    cr_assert_eq(put(o[i], want, 2 * MiB), 0);
+  }
+  cr_assert_neq(r->chunks[0].state, CH_DEVICE);
+  memset(buf, 0xee, 2 * MiB);
+  cr_assert_eq(get(buf, a, 2 * MiB), 0);
+  fill(want, 2 * MiB, 2);
+  cr_assert(memcmp(buf, want, 2 * MiB) == 0, "the second write survived the eviction");
+  free(buf);
+  free(want);
+  finish();
+}
