@@ -184,8 +184,9 @@ def mark_iteration():
 def trace(path):
     """with mt.trace("run.trace"): ... -- records a trace of the block.
 
-    Honest limits: libmtalloc opens its trace file once, at start (MT_TRACE),
-    and has no call to start or stop recording. So:
+    Honest limits: libmtalloc reads MT_TRACE once, at start, opens the file
+    when its pager starts (the first CUDA call it intercepts), and has no
+    call to start or stop recording. So:
     - in a process under mtalloc tracing into `path`: the block is marked
       with an iteration mark at entry and one at exit (mt_mark_iteration),
       so `mt-trace summary` shows it as its own iterations; records from
