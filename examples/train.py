@@ -200,7 +200,7 @@ def main(argv=None):
 
     data = batches(torch, vocab, seq, a.micro_batch, device, a.seed)
     tokens_per_step = a.micro_batch * a.grad_accum * seq
-    rates, losses = [], []
+    rates, losses, times = [], [], []
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     sync()
     t_start = time.perf_counter()
@@ -225,6 +225,7 @@ def main(argv=None):
         if step > 1:
             rates.append(rate)
         losses.append(total)
+        times.append(dt)
         print(f"step {step} loss {total:.6f} tokens/s {rate:.1f}", flush=True)
     wall = time.perf_counter() - t_start
 
@@ -244,6 +245,13 @@ def main(argv=None):
         print(f"rtol {a.report.split('=', 1)[1]}")
         for i, l in enumerate(losses, 1):
             print(f"approx loss_{i} {l!r}")
+    if a.report:  # for tools/gpu-check.sh's details: "ms NAME MS" and "info NAME VALUE" lines
+        for i, t in enumerate(times, 1):
+            print(f"ms step{i} {1e3 * t:.1f}")
+        print(f"info tokens_per_s {mean_rate:.1f}")
+        if mt:
+            print(f"info stall_share {100 * share:.1f}% h2d_bytes {s.get('bytes_h2d', 0)} "
+                  f"d2h_bytes {s.get('bytes_d2h', 0)}")
     if a.report and device == "cuda":
         print(f"footprint_bytes {torch.cuda.max_memory_allocated()}")
     if not all(math.isfinite(l) for l in losses):
