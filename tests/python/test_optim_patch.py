@@ -62,8 +62,6 @@ try:
     check(cls(r) == want, f"--optimizer host: megatrain's classes {cls(r)}")
     r = run([sys.executable, "-m", "megatrain", script], MT_OPTIMIZER="host")
     check(cls(r) == want, f"MT_OPTIMIZER=host in the environment: megatrain's classes {cls(r)}")
-    r = run([sys.executable, "-m", "megatrain", script], MT_OPTIMIZER="off")
-    check(cls(r) == ["torch.optim.adamw", "torch.optim.adam", "torch.optim.adamw"], f"MT_OPTIMIZER=off: torch's {cls(r)}")
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 finish("test_optim_patch")
