@@ -2,7 +2,8 @@
 falls (mean of the last three steps at least 0.3 below the first step's),
 --deterministic runs repeat bit for bit (float.hex of every loss), and
 under megatrain-run (libmtalloc preloaded into a CPU-only torch) the losses
-are the same bits and the stall share line is printed."""
+are the same bits and the stall share line is printed; the presets from
+125m to 175b have the parameter counts their names say."""
 import os
 import re
 import sys
@@ -41,6 +42,20 @@ check(exact(r2) == first and len(first) == 3, f"--deterministic repeats bit for 
 r3 = run([sys.executable, "-m", "megatrain", "--max-vram", "1G"] + base + ["--steps", "3"], timeout=300)
 check(r3.returncode == 0 and exact(r3) == first, f"under megatrain-run, same bits (exit {r3.returncode}): {exact(r3)}")
 check(re.search(r"^mtalloc: stall share [0-9.]+% ", r3.stdout, re.M) is not None, "stall share printed under mtalloc")
+
+# the presets are what their names say (within 10%), built on the meta
+# device: no memory, no time
+import torch  # noqa: E402
+sys.path.insert(0, os.path.dirname(TRAIN))
+import train  # noqa: E402
+
+for name, shape in train.PRESETS.items():
+    if name in ("tiny", "small"):
+        continue
+    with torch.device("meta"):
+        n = sum(p.numel() for p in train.build_model(torch, torch.nn, torch.nn.functional, *shape).parameters())
+    want = float(name[:-1]) * (1e6 if name.endswith("m") else 1e9)
+    check(abs(n - want) <= 0.1 * want, f"preset {name}: {n / 1e9:.3f}B parameters")
 
 r4 = run([sys.executable, TRAIN, "--steps", "0"])
 check(r4.returncode == 2 and "--steps must be at least 1" in r4.stderr, "bad --steps refused")
