@@ -7,7 +7,9 @@ is used. mtalloc.h exposes no validation call, so the rules below mirror
 options.c's parsers (sizes: digits with an optional binary K/M/G/T suffix
 and B/iB; choices from the option table) and fail loudly instead: a launcher
 or mt.init that silently ran with a default budget would be worse than one
-that refuses.
+that refuses. The library still has the last word: after mt.init's
+re-exec, init compares what the running library read (mt_option_text) with
+what it asked for, and a value the library did not accept is an error there.
 
 Used by megatrain.init (in-process) and megatrain-run (the launcher); both
 build the child's environment with preload_env().

@@ -59,6 +59,12 @@ class _Loader(importlib.abc.Loader):
 
     def exec_module(self, module):
         self.inner.exec_module(module)
+        # torch's own loader back in its place: tools that inspect
+        # torch.__loader__ / __spec__.loader (isinstance checks, resources)
+        # see what they would without megatrain
+        module.__loader__ = self.inner
+        if getattr(module, "__spec__", None) is not None:
+            module.__spec__.loader = self.inner
         patch_torch_optim()
 
     def __getattr__(self, name):  # get_resource_reader, is_package, ... as torch's loader has them
