@@ -45,3 +45,13 @@ if ! python3 -c "import sys, transformers, accelerate; sys.exit(transformers.__v
   echo "setup: installing transformers==$transformers_version accelerate==$accelerate_version"
   pip_install "transformers==$transformers_version" "accelerate==$accelerate_version"
 fi
+# python3 -m venv with pip inside, for tests/python/test_wheel.py (pip
+# install . into a fresh environment); Debian's python3 has it only with
+# python3-venv.
+if ! python3 -c "import ensurepip, venv" 2>/dev/null; then
+  echo "setup: installing python3-venv"
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-venv >/dev/null
+fi
