@@ -147,6 +147,21 @@ def batches(torch, vocab, seq, micro, device, seed):
         yield x[:, :-1], x[:, 1:]
 
 
+def import_megatrain():
+    """megatrain, installed or from this source checkout (../python), or None."""
+    try:
+        import megatrain
+        return megatrain
+    except ImportError:
+        pass
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python")
+    if os.path.isfile(os.path.join(src, "megatrain", "__init__.py")):
+        sys.path.append(src)
+        import megatrain
+        return megatrain
+    return None
+
+
 def main(argv=None):
     a = parse_args(argv)
     if a.deterministic:
@@ -181,21 +196,19 @@ def main(argv=None):
           f"{nparams / 1e6:.2f}M parameters, {nparams * (4 if dtype == torch.float32 else 2) / 2**30:.2f} GiB "
           f"of {a.dtype} weights; device {device}")
 
+    megatrain = import_megatrain()
     if a.optimizer == "mt":
-        import megatrain
+        if megatrain is None:
+            print("train.py: --optimizer mt needs the megatrain package (pip install . in the mtalloc "
+                  "repository)", file=sys.stderr)
+            return 2
         kw = {} if a.compression is None else {"compression": a.compression}
         opt = megatrain.AdamW(model.parameters(), lr=a.lr, **kw)
     else:
         opt = torch.optim.AdamW(model.parameters(), lr=a.lr)
     print(f"optimizer: {type(opt).__module__}.{type(opt).__name__}")
 
-    mt = None
-    try:
-        import megatrain
-        if megatrain.under_mtalloc():
-            mt = megatrain
-    except ImportError:
-        pass
+    mt = megatrain if megatrain is not None and megatrain.under_mtalloc() else None
     print("mtalloc: " + ("loaded (LD_PRELOAD)" if mt else "not loaded"))
 
     data = batches(torch, vocab, seq, a.micro_batch, device, a.seed)
