@@ -34,7 +34,9 @@ try:
         finish("test_wheel")
     vpy = os.path.join(venv, "bin", "python")
     r = subprocess.run([vpy, "-m", "pip", "install", "--disable-pip-version-check", "-q",
-                        f"--config-settings=build-dir={build_dir}", ROOT],
+                        f"--config-settings=build-dir={build_dir}",
+                        # two jobs: the suite runs beside it on the same cores
+                        "--config-settings=compile-args=-j2", ROOT],
                        capture_output=True, text=True, timeout=900, env=env())
     secs = time.time() - t0
     if r.returncode != 0:
