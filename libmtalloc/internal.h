@@ -103,8 +103,10 @@ typedef enum mt_opt_type {
     "0 = the CPUs of the NUMA node less one, at least 1")                                 \
   X(NUMA_NODE, INT, "-1", -1, 1023, "", "node",                                    \
     "NUMA node of host copies (when host-mapped); -1 = the GPU's node")                       \
-  X(OPTIMIZER, CHOICE, "off", 0, 0, "off", "",                                     \
-    "host optimizer; off = the framework runs its own optimizer on the GPU")       \
+  X(OPTIMIZER, CHOICE, "off", 0, 0, "off|host", "",                                \
+    "host optimizer; off = the framework runs its own optimizer on the GPU; host = " \
+    "torch.optim.AdamW/Adam become megatrain's (host thread pool) in processes started by " \
+    "megatrain-run or mt.init (its sitecustomize; the library itself reads nothing)") \
   X(OPTIMIZER_COMPRESSION, CHOICE, "none", 0, 0, "none|8bit|4bit|2bit", "",       \
     "storage format of host optimizer state (C API only, not wired to PyTorch yet): " \
     "FP32, or block-wise 8/4-bit m and v (2bit: experimental); tensors under 4096 elements stay FP32")                                      \

@@ -5,8 +5,10 @@ tools/gpu-check.sh step (torch_check.py's line protocol).
 
 Lines "exact NAME VALUE" must be present in both runs and equal as text;
 lines "approx NAME FLOAT" must agree within a relative RTOL (1e-4), for
-results that depend on timed choices such as cuDNN's benchmark mode. Other
-lines are ignored. Prints one line, "same: ..." or "DIFFERENT: ...", and
+results that depend on timed choices such as cuDNN's benchmark mode; a line
+"rtol R" in the plain run's output sets RTOL to R for that comparison
+(examples/train.py --report rtol=R: a host optimizer against torch's states
+its own tolerance). Other lines are ignored. Prints one line, "same: ..." or "DIFFERENT: ...", and
 exits 0 when the runs agree, 1 when they do not or nothing was compared.
 """
 import sys
@@ -15,13 +17,19 @@ RTOL = 1e-4
 
 
 def facts(path):
-    exact, approx = {}, {}
+    """(exact, approx, rtol): rtol is None unless the output has an "rtol R" line."""
+    exact, approx, rtol = {}, {}, None
     try:
         with open(path, errors="replace") as f:
             for line in f:
                 parts = line.split()
                 if len(parts) == 3 and parts[0] == "exact":
                     exact[parts[1]] = parts[2]
+                elif len(parts) == 2 and parts[0] == "rtol":
+                    try:
+                        rtol = float(parts[1])
+                    except ValueError:
+                        pass
                 elif len(parts) == 3 and parts[0] == "approx":
                     try:
                         approx[parts[1]] = float(parts[2])
@@ -29,15 +37,16 @@ def facts(path):
                         approx[parts[1]] = float("nan")
     except OSError:
         pass
-    return exact, approx
+    return exact, approx, rtol
 
 
 def main():
     if len(sys.argv) != 3:
         print("usage: compare.py PLAIN_STDOUT PRELOADED_STDOUT", file=sys.stderr)
         return 2
-    pe, pa = facts(sys.argv[1])
-    qe, qa = facts(sys.argv[2])
+    pe, pa, prtol = facts(sys.argv[1])
+    qe, qa, _ = facts(sys.argv[2])
+    rtol = RTOL if prtol is None else prtol
     bad = []
     for name in sorted(set(pe) | set(qe)):
         a, b = pe.get(name, "(missing)"), qe.get(name, "(missing)")
@@ -50,7 +59,7 @@ def main():
             bad.append(f"{name} {a} vs {b}")
             continue
         rel = abs(a - b) / max(abs(a), abs(b), 1e-30)
-        if not rel <= RTOL:  # also catches NaN
+        if not rel <= rtol:  # also catches NaN
             bad.append(f"{name} {a!r} vs {b!r} (relative {rel:.2g})")
         else:
             worst = max(worst, rel)
@@ -62,7 +71,7 @@ def main():
         return 1
     what = f"{len(pe)} bit-identical"
     if pa:
-        what += f", {len(pa)} within {RTOL:g} (worst relative {worst:.2g})"
+        what += f", {len(pa)} within {rtol:g} (worst relative {worst:.2g})"
     print("same: " + what)
     return 0
 
