@@ -80,6 +80,12 @@ int _mt_devparam_push(_mt_devparams_t *d, bool all) {
   return first;
 }
 
+int _mt_devparam_push_one(_mt_devparams_t *d, int param) {
+  for (size_t i = 0; i < d->n; i++)
+    if (d->v[i].index == param) return _mt_host_write(d->v[i].weights, d->v[i].hw, d->v[i].bw);
+  return 0;
+}
+
 void _mt_devparam_free(_mt_devparams_t *d) {
   for (size_t i = 0; i < d->n; i++) {
     free(d->v[i].hw);
