@@ -180,6 +180,7 @@ static void test_state_fp32(void) {
   for (int s = 0; s < 3; s++) {
     for (int i = 0; i < N; i++) g[i] = frand();
     CHECK(mt_optim_step(a, 0, 1.0f) == 0, "step");
+    CHECK(mt_optim_wait(a) == 0, "wait"); /* before g is refilled */
   }
   for (int f = MT_OPTIM_FIELD_MASTER; f <= MT_OPTIM_FIELD_MAX_EXP_AVG_SQ; f++) {
     CHECK(mt_optim_state_read(a, 0, (mt_optim_field_t)f, buf, N) == 0, "read field %d", f);
@@ -223,6 +224,7 @@ static void test_state_raw(int state, int bits) {
   for (int s = 0; s < 3; s++) {
     for (int i = 0; i < N; i++) g[i] = frand();
     CHECK(mt_optim_step(a, 0, 1.0f) == 0, "step");
+    CHECK(mt_optim_wait(a) == 0, "wait"); /* before g is refilled */
   }
   mt_optim_param_info_t info;
   CHECK(mt_optim_param_info(a, 0, &info) == 0, "info");
