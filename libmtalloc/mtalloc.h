@@ -209,7 +209,9 @@ MT_API int mt_optim_register_grad(mt_optim_t *o, void *weights, size_t count, mt
                                   const void *grad, mt_dtype_t grad_dtype);
 /* Registers a parameter that lives in GPU memory mtalloc manages: count
  * elements of dtype at the device address weights, and its gradient (of
- * grad_dtype) at grad. The FP32 master starts from the device weights.
+ * grad_dtype) at grad. The FP32 master starts from the device weights,
+ * which are then written back to mtalloc's host copy and their device copy
+ * dropped: from here on they are clean until a kernel writes them.
  * mt_optim_step (and mt_optim_grad_norm) read the gradient from the device;
  * mt_optim_wait writes the new weights into mtalloc's host copy of the
  * weights and drops their device copy without a copy, so the next kernel

@@ -104,6 +104,16 @@ MT_API int mt_optim_register_device(mt_optim_t *o, void *weights, size_t count, 
   int rc = _mt_devparam_new(&o->dev, (uintptr_t)weights, count * dtype_bytes(dtype), (uintptr_t)grad,
                             count * dtype_bytes(grad_dtype), &d);
   if (rc < 0) return rc;
+  /* the weights are the optimizer's from now on: their host copy gets the
+   * values just read and the device copy is dropped, so they start clean
+   * (a copy or memset that wrote them left them dirty) and no eviction of
+   * them copies anything back. Before the registration: a failure leaves
+   * nothing registered (the values written are the ones already there). */
+  rc = _mt_devparam_write(d);
+  if (rc < 0) {
+    _mt_devparam_drop_last(&o->dev);
+    return rc;
+  }
   rc = _mt_optim_add_grad(o->o, d->hw, count, (int)dtype, d->hg, (int)grad_dtype);
   if (rc < 0) {
     _mt_devparam_drop_last(&o->dev);
