@@ -8,7 +8,12 @@ parameters get an FP32 master and receive rounded copies); CUDA tensors
 allocated under mtalloc are registered with ``mt_optim_register_device``
 (gradients are read from the device, new weights written into mtalloc's
 host copy). Parameters must be contiguous and keep their storage
-(``p.data = ...`` is refused at the next step).
+(``p.data = ...`` is refused at the next step). A bf16/fp16 or CUDA
+parameter's master is a copy: it is re-read from the weights before the
+parameter's first step (so loading the model after creating the optimizer
+works) and by ``load_state_dict`` when the dict has no ``master``; after
+that the optimizer owns the weights, and writing them behind its back is
+undone at the next step.
 
 Exactness: with FP32 state and ``MT_OPTIM_KERNEL=mkl`` (MKL's own square
 root, torch 2.15.0 under ``ATEN_CPU_CAPABILITY=default``) the result equals
@@ -46,7 +51,7 @@ optimizer time (worker CPU seconds) that ran before ``step()`` was called,
 
 Checkpoints: ``state_dict()`` has torch's shape (``state[i]['step']`` a
 float32 tensor, ``exp_avg``, ``exp_avg_sq``, ``max_exp_avg_sq`` tensors shaped
-like the parameter; a bf16/fp16 parameter adds ``master``; quantised moments
+like the parameter; a bf16/fp16 or CUDA parameter adds ``master``; quantised moments
 are stored raw as ``exp_avg_codes``/``exp_avg_scales`` (uint8 codes, float32
 block scales; format in mtalloc.h) so a resume is bit-identical), which
 ``torch.save``/``torch.load`` and HF Trainer resume handle. When the state
@@ -152,6 +157,7 @@ class _HostAdam(torch.optim.Optimizer):
         self._hooks = []
         self._hooked = False    # hooks go on new groups' parameters too
         self._micro = []        # accumulations of each parameter since its last step
+        self._fresh = set()     # never stepped: the master is re-read from the weights first
         self._accumulating = False
         self._clip = 1.0
         self._amsgrad = bool(amsgrad)
@@ -208,6 +214,20 @@ class _HostAdam(torch.optim.Optimizer):
         self._params.append(p)
         self._ptr.append(p.data_ptr())
         self._micro.append(0)
+        self._fresh.add(idx)
+
+    def _own_master(self, p):
+        """Whether the C master is a copy (not the parameter's own memory)."""
+        return p.is_cuda or p.dtype != torch.float32
+
+    def _master_from_weights(self, i):
+        """The master of parameter i := its current weights, widened: the
+        model may have been loaded or edited since registration."""
+        p = self._params[i]
+        if self._own_master(p):
+            t = p.detach().to("cpu", torch.float32).contiguous()
+            _check(lib.mt_optim_state_write(self._c, i, _FIELDS["master"], t.data_ptr(),
+                                            t.numel()), "state_write(master)")
 
     def _group_of(self, i):
         p = self._params[i]
@@ -226,6 +246,9 @@ class _HostAdam(torch.optim.Optimizer):
         if g.dtype != p.dtype or not g.is_contiguous() or g.is_sparse:
             raise TypeError("megatrain: gradients must be dense, contiguous and of the "
                             "parameter's dtype")
+        if i in self._fresh:
+            self._master_from_weights(i)
+            self._fresh.discard(i)
         hp = _Params()
         self._fill(hp, group)
         _check(lib.mt_optim_set_hparams(self._c, i, ctypes.byref(hp)), "set_hparams")
@@ -342,7 +365,7 @@ class _HostAdam(torch.optim.Optimizer):
                 continue  # never stepped: torch has no state for it either
             st = {"step": torch.tensor(info.step, dtype=torch.float32)}
             fields = ["exp_avg", "exp_avg_sq"] + (["max_exp_avg_sq"] if info.amsgrad else [])
-            if p.dtype != torch.float32:
+            if self._own_master(p):
                 fields.append("master")
             for name in fields:
                 if info.state_bits and name in ("exp_avg", "exp_avg_sq"):
@@ -384,7 +407,11 @@ class _HostAdam(torch.optim.Optimizer):
             st = state_dict["state"].get(saved_id)
             if st is None:
                 _check(lib.mt_optim_set_step(self._c, i, 0.0), "set_step")
+                self._fresh.add(i)
                 continue
+            self._fresh.discard(i)
+            if "master" not in st:
+                self._master_from_weights(i)  # e.g. a dict from torch.optim.AdamW
             info = self._info(i)
             for name, f in _FIELDS.items():
                 if name + "_codes" in st:

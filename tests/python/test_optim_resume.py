@@ -6,7 +6,9 @@ FP32 state (torch-shaped tensors: 'step' a float32 tensor, exp_avg,
 exp_avg_sq), 8-bit and 4-bit state (raw codes and scales), bf16
 parameters (their FP32 master), amsgrad, and the large-model form
 (checkpoint_threshold_bytes=0: the dict refers to mtalloc's checkpoint
-file). A 4-bit dict loaded into an 8-bit optimizer is refused. Exits 0 or 1.
+file). A 4-bit dict loaded into an 8-bit optimizer is refused; bf16
+weights changed after the optimizer was created are what its first step
+starts from. Exits 0 or 1.
 """
 import os
 import tempfile
@@ -87,6 +89,22 @@ case("bf16", dtype=torch.bfloat16)
 case("4bit_bf16", dtype=torch.bfloat16, compression="4bit")
 case("file_fp32", checkpoint_threshold_bytes=0)
 case("file_4bit", compression="4bit", checkpoint_threshold_bytes=0)
+
+# bf16 weights replaced after the optimizer was created (a pretrained
+# model loaded late) are the ones the first step starts from
+ma, oa, sa = make(torch.bfloat16)
+with torch.no_grad():
+    for q in ma.parameters():
+        q.mul_(0.5)
+mb = model(torch.bfloat16)
+with torch.no_grad():
+    for q in mb.parameters():
+        q.mul_(0.5)
+ob = mto.AdamW(mb.parameters(), lr=1e-2, threads=2)
+train(ma, oa, sa, 0, 3, torch.bfloat16)
+train(mb, ob, torch.optim.lr_scheduler.StepLR(ob, 2, 0.5), 0, 3, torch.bfloat16)
+for a, b in zip(ma.parameters(), mb.parameters()):
+    check(same(a.data, b.data), "bf16 weights changed before the first step were not picked up")
 
 m, o, _ = make(torch.float32, compression="4bit")
 train(m, o, torch.optim.lr_scheduler.StepLR(o, 2), 0, 1, torch.float32)
