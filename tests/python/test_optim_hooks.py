@@ -5,9 +5,9 @@ the work) and torch.optim.AdamW's bit for bit over 5 steps with a
 scheduler; with gradient accumulation over 3 micro-steps, told by
 grad_accum_steps=3 and by accumulating(True/False), the same again; with
 max_grad_norm the hooks stand aside and clipping equals torch's. The
-overlap is measured: in the hooks runs some optimizer work ran before
-step() was called (last_step_overlap_fraction > 0, printed); in the plain
-run none did. Exits 0 or 1."""
+overlap is measured: in the hooks runs some optimizer work finished before
+step() was called (last_step_overlap_fraction > 0 at some step; every
+step's is printed); in the plain run none did. Exits 0 or 1."""
 import mtenv  # noqa: F401
 from mtenv import check, finish, same
 
@@ -69,13 +69,15 @@ compare("hooks vs plain", hooks, plain)
 print("overlap fraction per step: plain %s, hooks %s" % (
     " ".join("%.2f" % f for f in fp), " ".join("%.2f" % f for f in fh)))
 check(all(f == 0 for f in fp), "plain run reports overlap")
-check(all(f > 0 for f in fh), "hooks run queued nothing before step()")
+# any step: on a loaded machine one step's backward may end before a
+# worker finishes a task, but not every step's
+check(max(fh) > 0, "hooks run: no update work finished before step()")
 
 ref3, _ = train("torch", accum=3)
 for mode in ("counter", "flag"):
     h3, f3 = train("hooks", accum=3, mode=mode)
     compare("accumulation (%s) vs torch" % mode, h3, ref3)
-    check(all(f > 0 for f in f3), "accumulation (%s): nothing queued before step()" % mode)
+    check(max(f3) > 0, "accumulation (%s): no update work finished before step()" % mode)
     print("accumulation (%s) overlap: %s" % (mode, " ".join("%.2f" % f for f in f3)))
 
 refc, _ = train("torch", clip=0.5)
