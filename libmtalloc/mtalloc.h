@@ -132,16 +132,17 @@ MT_API void mt_torch_free(void *ptr, size_t size, int device, void *stream);
 
 /* ---- host optimizer (AdamW / Adam) ------------------------------------------
  * The optimizer step on host threads, next to its state (DESIGN.md step 6).
- * Standalone for now: a parameter is registered by a host pointer to its
- * weights, an element count, a dtype and a host FP32 gradient array; the
- * step updates FP32 masters (f32 weights are their own master, updated in
+ * A parameter is registered by a host pointer to its weights, an element
+ * count, a dtype and a gradient array (mt_optim_register*), or by device
+ * addresses of memory mtalloc manages (mt_optim_register_device); the step
+ * updates FP32 masters (f32 host weights are their own master, updated in
  * place; bf16/fp16 weights get an FP32 master and receive the rounded
- * result, nearest even; gradients may be bf16/fp16 too). NOT YET:
- * registering a pager region, writing into the pager's host copy and
- * marking the device copy stale, NUMA-placed state inside MT_MAX_HOST, the
- * NVMe tier, and
- * the PyTorch wiring (a later issue); MT_THREADS and
- * MT_OPTIMIZER_COMPRESSION are read here only.
+ * result, nearest even; gradients may be bf16/fp16 too). Steps of single
+ * parameters queue while others run (gradient offload from backward
+ * hooks); hyper-parameters and gradient pointers may change between steps;
+ * state can be read and written for checkpoints. PyTorch reaches it through
+ * python/megatrain/optim.py. NOT YET: state inside MT_MAX_HOST and on the
+ * NVMe tier. MT_THREADS and MT_OPTIMIZER_COMPRESSION are read here only.
  *
  * Exactness: with FP32 state the update is bit-identical to
  * torch.optim.AdamW / Adam (foreach=False, fused=False, torch 2.15.0,

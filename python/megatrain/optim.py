@@ -22,11 +22,13 @@ param groups, LR schedulers (lr is read from ``param_groups`` at each
 step), ``maximize``, ``amsgrad`` and ``clip_grad_norm_``. The other kernels
 differ from torch by the square root's last bit (libmtalloc/optim/adam.h).
 
-Compression: ``compression=None`` (FP32 m and v), ``'8bit'``, ``'4bit'``, or
-``True`` = ``'8bit'``: block-wise 8-bit state keeps training within noise of
-FP32 (the bitsandbytes result) at a quarter of the memory; 4-bit halves it
-again at a measurable cost in loss, so it is opt-in. Tensors under 4096
-elements keep FP32 state. amsgrad needs FP32 state.
+Compression: ``compression=False`` or ``'none'`` (FP32 m and v), ``'8bit'``,
+``'4bit'``, or ``True`` = ``'8bit'``: block-wise 8-bit state keeps training
+within noise of FP32 (the bitsandbytes result) at a quarter of the memory;
+4-bit halves it again at a measurable cost in loss, so it is opt-in. The
+default ``None`` takes ``MT_OPTIMIZER_COMPRESSION`` (what ``mt.init``'s
+``optimizer_compression`` sets; default none). Tensors under 4096 elements
+keep FP32 state. amsgrad needs FP32 state.
 
 Gradient clipping: ``opt.clip_grad_norm_(max_norm)`` returns the global
 norm exactly as ``torch.nn.utils.clip_grad_norm_(params, max_norm)`` over
@@ -73,7 +75,7 @@ __all__ = ["AdamW", "Adam"]
 
 _F32, _BF16, _F16 = 0, 1, 2
 _DTYPES = {torch.float32: _F32, torch.bfloat16: _BF16, torch.float16: _F16}
-_STATES = {None: 0, False: 0, "8bit": 1, "4bit": 2, True: 1}
+_STATES = {None: -1, False: 0, "none": 0, "8bit": 1, "4bit": 2, True: 1}  # -1: the environment's
 _FIELDS = {"master": 0, "exp_avg": 1, "exp_avg_sq": 2, "max_exp_avg_sq": 3}
 
 
@@ -137,10 +139,10 @@ class _HostAdam(torch.optim.Optimizer):
                  grad_accum_steps=1, max_grad_norm=None, threads=0,
                  checkpoint_threshold_bytes=1 << 30, checkpoint_dir=None):
         if compression not in _STATES:
-            raise ValueError("compression must be None, True, '8bit' or '4bit', not %r"
-                             % (compression,))
-        if amsgrad and _STATES[compression]:
-            raise ValueError("amsgrad needs FP32 state: compression=None")
+            raise ValueError("compression must be None, False, True, 'none', '8bit' or '4bit', "
+                             "not %r" % (compression,))
+        if amsgrad and _STATES[compression] > 0:
+            raise ValueError("amsgrad needs FP32 state: compression=False")
         if grad_accum_steps < 1:
             raise ValueError("grad_accum_steps must be >= 1")
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
@@ -170,7 +172,11 @@ class _HostAdam(torch.optim.Optimizer):
         self.last_step_overlap_s = 0.0
         self.last_step_work_s = 0.0
         self.last_step_overlap_fraction = 0.0
-        _check(lib.mt_optim_create(ctypes.byref(p), ctypes.byref(self._c)), "mt_optim_create")
+        rc = lib.mt_optim_create(ctypes.byref(p), ctypes.byref(self._c))
+        if rc == -22 and amsgrad:  # EINVAL: the environment asked for quantised state
+            raise ValueError("amsgrad needs FP32 state: MT_OPTIMIZER_COMPRESSION is set; pass "
+                             "compression=False")
+        _check(rc, "mt_optim_create")
         self._work0 = lib.mt_optim_work_ns(self._c)
         super().__init__(params, defaults)
         if self._offload is None:
@@ -332,8 +338,15 @@ class _HostAdam(torch.optim.Optimizer):
     # ---- checkpoints ----------------------------------------------------------
 
     def _state_bytes(self):
-        per = 12 if not _STATES[self.compression] else 6
-        return sum(p.numel() * (per + (4 if self._amsgrad else 0)) for p in self._params)
+        """Bytes a torch-shaped state_dict would hold."""
+        total = 0
+        for i, p in enumerate(self._params):
+            info = self._info(i)
+            n = p.numel()
+            total += 4 * n if self._own_master(p) else 0
+            total += (2 * (info.code_bytes + 4 * info.blocks) if info.state_bits
+                      else 4 * n * (3 if info.amsgrad else 2))
+        return total
 
     def _info(self, i):
         info = _Info()
