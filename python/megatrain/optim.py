@@ -155,6 +155,7 @@ class _HostAdam(torch.optim.Optimizer):
         self._params = []       # registration order: the C index
         self._index = {}        # id(param) -> C index
         self._ptr = []          # data_ptr at registration, to catch p.data = ...
+        self._group = []        # C index -> index of its param group (groups keep their order)
         self._inflight = {}     # C index -> grad tensor kept alive while its step runs
         self._hooks = []
         self._hooked = False    # hooks go on new groups' parameters too
@@ -199,6 +200,7 @@ class _HostAdam(torch.optim.Optimizer):
         self._wait()  # registration is refused while steps are in flight
         for p in group["params"]:
             self._register(p)
+            self._group.append(len(self.param_groups) - 1)
             if self._hooked:
                 self._hooks.append(p.register_post_accumulate_grad_hook(self._hook))
 
@@ -235,13 +237,6 @@ class _HostAdam(torch.optim.Optimizer):
             _check(lib.mt_optim_state_write(self._c, i, _FIELDS["master"], t.data_ptr(),
                                             t.numel()), "state_write(master)")
 
-    def _group_of(self, i):
-        p = self._params[i]
-        for g in self.param_groups:
-            if any(q is p for q in g["params"]):
-                return g
-        raise KeyError("parameter not in any group")
-
     def _queue(self, i, group, clip):
         """Queues parameter i's step with its gradient and group's values."""
         p = self._params[i]
@@ -274,7 +269,7 @@ class _HostAdam(torch.optim.Optimizer):
         if self._micro[i] < self.grad_accum_steps or i in self._inflight:
             return
         with torch.no_grad():
-            self._queue(i, self._group_of(i), 1.0)
+            self._queue(i, self.param_groups[self._group[i]], 1.0)
 
     def accumulating(self, flag=True):
         """True: the coming backward passes are micro-steps that are not the
