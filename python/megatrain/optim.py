@@ -137,7 +137,14 @@ class _HostAdam(torch.optim.Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  amsgrad=False, *, maximize=False, compression=None, offload_grads=None,
                  grad_accum_steps=1, max_grad_norm=None, threads=0,
-                 checkpoint_threshold_bytes=1 << 30, checkpoint_dir=None):
+                 checkpoint_threshold_bytes=1 << 30, checkpoint_dir=None,
+                 foreach=None, fused=None, capturable=False, differentiable=False):
+        # torch's own switches, accepted so that code written for
+        # torch.optim runs unchanged: foreach has no meaning here (the host
+        # kernel is one fused pass); the others cannot be honoured
+        if fused or capturable or differentiable:
+            raise ValueError("megatrain: fused, capturable and differentiable are torch's GPU "
+                             "kernels' options; the host optimizer has none of them")
         if compression not in _STATES:
             raise ValueError("compression must be None, False, True, 'none', '8bit' or '4bit', "
                              "not %r" % (compression,))
