@@ -8,7 +8,8 @@ parameters (their FP32 master), amsgrad, and the large-model form
 (checkpoint_threshold_bytes=0: the dict refers to mtalloc's checkpoint
 file). A 4-bit dict loaded into an 8-bit optimizer is refused; bf16
 weights changed after the optimizer was created are what its first step
-starts from. Exits 0 or 1.
+starts from; a torch.optim.AdamW checkpoint resumes under mt.AdamW bit for
+bit. Exits 0 or 1.
 """
 import os
 import tempfile
@@ -105,6 +106,22 @@ train(ma, oa, sa, 0, 3, torch.bfloat16)
 train(mb, ob, torch.optim.lr_scheduler.StepLR(ob, 2, 0.5), 0, 3, torch.bfloat16)
 for a, b in zip(ma.parameters(), mb.parameters()):
     check(same(a.data, b.data), "bf16 weights changed before the first step were not picked up")
+
+# a torch.optim.AdamW checkpoint resumes under mt.AdamW, bit for bit
+mt_ref = model(torch.float32)
+t_opt = torch.optim.AdamW(mt_ref.parameters(), lr=1e-2, foreach=False)
+train(mt_ref, t_opt, torch.optim.lr_scheduler.StepLR(t_opt, 2, 0.5), 0, 8, torch.float32)
+mt4 = model(torch.float32)
+t4 = torch.optim.AdamW(mt4.parameters(), lr=1e-2, foreach=False)
+ts4 = torch.optim.lr_scheduler.StepLR(t4, 2, 0.5)
+train(mt4, t4, ts4, 0, 4, torch.float32)
+m5, o5, s5 = make(torch.float32)
+m5.load_state_dict(mt4.state_dict())
+o5.load_state_dict(t4.state_dict())
+s5.load_state_dict(ts4.state_dict())
+train(m5, o5, s5, 4, 8, torch.float32)
+for a, b in zip(mt_ref.parameters(), m5.parameters()):
+    check(same(a.data, b.data), "torch.optim.AdamW checkpoint resumed under mt.AdamW differs")
 
 m, o, _ = make(torch.float32, compression="4bit")
 train(m, o, torch.optim.lr_scheduler.StepLR(o, 2), 0, 1, torch.float32)
