@@ -132,23 +132,26 @@ MT_API void mt_torch_free(void *ptr, size_t size, int device, void *stream);
 
 /* ---- host optimizer (AdamW / Adam) ------------------------------------------
  * The optimizer step on host threads, next to its state (DESIGN.md step 6).
- * Standalone for now: a parameter is registered by a host pointer to its
- * weights, an element count, a dtype and a host FP32 gradient array; the
- * step updates FP32 masters (f32 weights are their own master, updated in
+ * A parameter is registered by a host pointer to its weights, an element
+ * count, a dtype and a gradient array (mt_optim_register*), or by device
+ * addresses of memory mtalloc manages (mt_optim_register_device); the step
+ * updates FP32 masters (f32 host weights are their own master, updated in
  * place; bf16/fp16 weights get an FP32 master and receive the rounded
- * result, nearest even; gradients may be bf16/fp16 too). NOT YET:
- * registering a pager region, writing into the pager's host copy and
- * marking the device copy stale, NUMA-placed state inside MT_MAX_HOST, the
- * NVMe tier, and
- * the PyTorch wiring (a later issue); MT_THREADS and
- * MT_OPTIMIZER_COMPRESSION are read here only.
+ * result, nearest even; gradients may be bf16/fp16 too). Steps of single
+ * parameters queue while others run (gradient offload from backward
+ * hooks); hyper-parameters and gradient pointers may change between steps;
+ * state can be read and written for checkpoints. PyTorch reaches it through
+ * python/megatrain/optim.py. NOT YET: state inside MT_MAX_HOST and on the
+ * NVMe tier. MT_THREADS and MT_OPTIMIZER_COMPRESSION are read here only.
  *
  * Exactness: with FP32 state the update is bit-identical to
  * torch.optim.AdamW / Adam (foreach=False, fused=False, torch 2.15.0,
  * ATEN_CPU_CAPABILITY=default) except that torch's CPU float32 sqrt is
  * MKL's and not correctly rounded: MT_OPTIM_KERNEL_TORCH_MKL takes it from
  * MKL too and matches exactly; see libmtalloc/optim/adam.h.
- * Not thread-safe: one owner thread per optimizer. */
+ * Not thread-safe: one thread at a time per optimizer (a framework's
+ * gradient hook may call mt_optim_step from its own thread while the owner
+ * waits in backward). */
 typedef struct mt_optim mt_optim_t;
 
 typedef enum mt_dtype {
@@ -207,7 +210,9 @@ MT_API int mt_optim_register_grad(mt_optim_t *o, void *weights, size_t count, mt
                                   const void *grad, mt_dtype_t grad_dtype);
 /* Registers a parameter that lives in GPU memory mtalloc manages: count
  * elements of dtype at the device address weights, and its gradient (of
- * grad_dtype) at grad. The FP32 master starts from the device weights.
+ * grad_dtype) at grad. The FP32 master starts from the device weights,
+ * which are then written back to mtalloc's host copy and their device copy
+ * dropped: from here on they are clean until a kernel writes them.
  * mt_optim_step (and mt_optim_grad_norm) read the gradient from the device;
  * mt_optim_wait writes the new weights into mtalloc's host copy of the
  * weights and drops their device copy without a copy, so the next kernel
@@ -217,14 +222,92 @@ MT_API int mt_optim_register_grad(mt_optim_t *o, void *weights, size_t count, mt
  * (not memory mtalloc manages, or a bad dtype), -ENOMEM, -errno. */
 MT_API int mt_optim_register_device(mt_optim_t *o, void *weights, size_t count, mt_dtype_t dtype,
                                     const void *grad, mt_dtype_t grad_dtype);
-/* Starts a step of parameter `param` (-1 = all) and returns at once; every
+/* Queues a step of parameter `param` (-1 = all) and returns at once; every
  * gradient is multiplied by clip_coef first (1 = no clipping; see
- * mt_optim_clip_coef). 0, -EBUSY (a step in flight), -EINVAL. */
+ * mt_optim_clip_coef). Steps of single parameters queue behind the steps
+ * in flight (at most 256 jobs queued; past that the call sleeps until one
+ * completes), so a post-accumulate-grad hook can start each parameter's
+ * update as soon as its gradient is final. A parameter whose own previous
+ * step is still in flight is waited for first (its gradient and state
+ * stay untouched while a step reads them). Each parameter counts its own
+ * steps, as torch's state['step']. For a device parameter its gradient is
+ * read from the device here, on the calling thread. 0, -EINVAL (bad index
+ * or hyper-parameter: nothing queued), or -errno of the device read. */
 MT_API int mt_optim_step(mt_optim_t *o, int param, float clip_coef);
-/* Waits for the step in flight (if any), then writes the device
+/* Waits for every step in flight (if any), then writes the device
  * parameters' new weights (mt_optim_register_device). Returns 0, or the
  * first error of those writes. */
 MT_API int mt_optim_wait(mt_optim_t *o);
+/* Points parameter param at a new gradient (same dtype and size as
+ * registered; a device address for a device parameter): PyTorch may
+ * allocate a new .grad tensor at each backward. Waits for param's own
+ * step in flight first. 0 or -EINVAL. */
+MT_API int mt_optim_set_grad(mt_optim_t *o, int param, const void *grad);
+/* Sets lr, beta1, beta2, eps, weight_decay and maximize of parameter param
+ * (-1: every parameter, and the default for those registered later), used
+ * from its next step on: LR schedulers and torch's param groups. The
+ * scalars are still formed per parameter exactly as torch forms them from
+ * its group's Python floats. adamw and amsgrad must equal the creation's;
+ * kernel, state and threads are ignored. 0 or -EINVAL (a value torch
+ * rejects, or adamw/amsgrad differ). */
+MT_API int mt_optim_set_hparams(mt_optim_t *o, int param, const mt_optim_params_t *p);
+
+/* One parameter's shape and state format (mt_optim_param_info). */
+typedef struct mt_optim_param_info {
+  size_t count;       /* elements */
+  mt_dtype_t dtype;   /* of the weights */
+  float step;         /* torch's state['step'], a float32 count */
+  int amsgrad;        /* 1: has MT_OPTIM_FIELD_MAX_EXP_AVG_SQ */
+  int state_bits;     /* 0: FP32 moments; 8/4/2: block-quantised */
+  size_t code_bytes;  /* quantised: bytes of codes per moment (mt_optim_state_raw_read) */
+  size_t blocks;      /* quantised: scales per moment, one per 128 elements */
+} mt_optim_param_info_t;
+
+/* The state arrays of a parameter. */
+typedef enum mt_optim_field {
+  MT_OPTIM_FIELD_MASTER = 0,         /* FP32 master weights (== the weights for f32) */
+  MT_OPTIM_FIELD_EXP_AVG = 1,        /* torch's exp_avg (m) */
+  MT_OPTIM_FIELD_EXP_AVG_SQ = 2,     /* exp_avg_sq (v) */
+  MT_OPTIM_FIELD_MAX_EXP_AVG_SQ = 3, /* max_exp_avg_sq (amsgrad only) */
+} mt_optim_field_t;
+
+/* Fills *info for param, after its step in flight. 0 or -EINVAL. */
+MT_API int mt_optim_param_info(mt_optim_t *o, int param, mt_optim_param_info_t *info);
+/* Sets param's step count (torch's state['step'], >= 0), after its step
+ * in flight. 0 or -EINVAL. */
+MT_API int mt_optim_set_step(mt_optim_t *o, int param, float step);
+/* Copies count (== the parameter's count) FP32 values of field out of /
+ * into param's state, after its step in flight: torch's state_dict()
+ * tensors. Quantised moments are decoded on read and encoded on write (a
+ * write is then as lossy as a step's re-encode: for a bit-identical resume
+ * use the raw calls). Writing the master also rewrites the weights (bf16/
+ * fp16 rounded; a device parameter's through mtalloc's host copy). 0,
+ * -EINVAL (bad param, field or count), -ENOENT (max_exp_avg_sq without
+ * amsgrad), or -errno of the device write. */
+MT_API int mt_optim_state_read(mt_optim_t *o, int param, mt_optim_field_t field, float *out,
+                               size_t count);
+MT_API int mt_optim_state_write(mt_optim_t *o, int param, mt_optim_field_t field, const float *in,
+                                size_t count);
+/* Raw access to a quantised moment (field EXP_AVG or EXP_AVG_SQ of a
+ * parameter with state_bits != 0), for checkpoints that resume bit for
+ * bit. Format (libmtalloc/optim/codec.c): the moment is cut into blocks of
+ * 128 elements (the last padded); codes holds state_bits bits per element,
+ * packed low bits first (element i in byte i * bits / 8), code_bytes =
+ * blocks * 128 * bits / 8; scales holds one float per block, its absolute
+ * maximum. Element i decodes to map[code] * scales[i / 128], where map is
+ * the codec's table of 2^bits ascending values in [-1, 1] (signed,
+ * exp_avg) or [0, 1] (unsigned, exp_avg_sq). code_bytes and blocks must be
+ * the info's. 0, -EINVAL, -ENOTSUP (FP32 state: use mt_optim_state_read). */
+MT_API int mt_optim_state_raw_read(mt_optim_t *o, int param, mt_optim_field_t field, void *codes,
+                                   size_t code_bytes, float *scales, size_t blocks);
+MT_API int mt_optim_state_raw_write(mt_optim_t *o, int param, mt_optim_field_t field,
+                                    const void *codes, size_t code_bytes, const float *scales,
+                                    size_t blocks);
+/* Nanoseconds o's worker threads have spent in finished step and norm
+ * tasks since creation, summed over workers: read it when the framework
+ * calls the optimizer's step and again after mt_optim_wait to see how
+ * much of the update ran before (hidden behind backward). */
+MT_API uint64_t mt_optim_work_ns(const mt_optim_t *o);
 /* The global 2-norm of every registered gradient, computed as
  * torch.nn.utils.clip_grad_norm_ computes it on a CPU (per-tensor norms in
  * aten's reduction order, then the norm of those, in registration order):

@@ -492,6 +492,10 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
       if (to_nvme) mt_stat_add(nvme_drops, 1);
       if (c->dirty) {
         mt_stat_add(evictions_dirty, 1);
+        /* a region advised read-mostly should never need this copy: one
+         * here means a write the advice did not cover (the optimizer's
+         * weights are the case to watch) */
+        if (c->region->readmostly) mt_stat_add(evictions_dirty_readmostly, 1);
         mt_stat_add(bytes_d2h, p->chunk);
       } else {
         mt_stat_add(evictions_clean, 1);

@@ -16,6 +16,7 @@
   X(fetches)               \
   X(evictions_dirty)       \
   X(evictions_clean)       \
+  X(evictions_dirty_readmostly) \
   X(stalls)                \
   X(stall_ns)              \
   X(resident_bytes)        \

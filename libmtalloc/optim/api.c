@@ -3,16 +3,20 @@
  * layer over optim.c: it maps public enums and defaults to the internal
  * ones, reads MT_THREADS, MT_OPTIMIZER_COMPRESSION and MT_OPTIM_KERNEL from
  * the one options table, and keeps the last save/load error text for
- * mt_optim_error.
+ * mt_optim_error. Device parameters (devparam.c) are ordered here: a
+ * parameter's gradient buffer is refilled, and its state read or written,
+ * only after its own step in flight is over.
  *
- * Threading: as optim.c, one owner thread per optimizer.
+ * Threading: as optim.c, one thread at a time per optimizer.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 #include "mtalloc.h"
+#include "codec.h"
 #include "devparam.h"
 #include "optim.h"
 
@@ -100,6 +104,16 @@ MT_API int mt_optim_register_device(mt_optim_t *o, void *weights, size_t count, 
   int rc = _mt_devparam_new(&o->dev, (uintptr_t)weights, count * dtype_bytes(dtype), (uintptr_t)grad,
                             count * dtype_bytes(grad_dtype), &d);
   if (rc < 0) return rc;
+  /* the weights are the optimizer's from now on: their host copy gets the
+   * values just read and the device copy is dropped, so they start clean
+   * (a copy or memset that wrote them left them dirty) and no eviction of
+   * them copies anything back. Before the registration: a failure leaves
+   * nothing registered (the values written are the ones already there). */
+  rc = _mt_devparam_write(d);
+  if (rc < 0) {
+    _mt_devparam_drop_last(&o->dev);
+    return rc;
+  }
   rc = _mt_optim_add_grad(o->o, d->hw, count, (int)dtype, d->hg, (int)grad_dtype);
   if (rc < 0) {
     _mt_devparam_drop_last(&o->dev);
@@ -109,9 +123,18 @@ MT_API int mt_optim_register_device(mt_optim_t *o, void *weights, size_t count, 
   return rc;
 }
 
+/* The device parameter behind optimizer index param, or NULL. */
+static _mt_devparam_t *devparam_of(mt_optim_t *o, int param) {
+  for (size_t i = 0; i < o->dev.n; i++)
+    if (o->dev.v[i].index == param) return &o->dev.v[i];
+  return NULL;
+}
+
 MT_API int mt_optim_step(mt_optim_t *o, int param, float clip_coef) {
-  /* a step in flight reads the gradient buffers: refuse before refilling them */
-  if (_mt_optim_busy(o->o)) return -EBUSY;
+  if (param < -1 || param >= _mt_optim_count(o->o)) return -EINVAL;
+  /* a step in flight reads its gradient buffer: wait before refilling it */
+  for (size_t i = 0; i < o->dev.n; i++)
+    if (param < 0 || o->dev.v[i].index == param) _mt_optim_wait_param(o->o, o->dev.v[i].index);
   int rc = _mt_devparam_pull(&o->dev, param); /* device gradients into their buffers */
   if (rc < 0) return rc;
   return _mt_optim_step(o->o, param, clip_coef);
@@ -120,6 +143,144 @@ MT_API int mt_optim_step(mt_optim_t *o, int param, float clip_coef) {
 MT_API int mt_optim_wait(mt_optim_t *o) {
   _mt_optim_wait(o->o);
   return _mt_devparam_push(&o->dev, false);
+}
+
+MT_API int mt_optim_set_grad(mt_optim_t *o, int param, const void *grad) {
+  if (param < 0 || param >= _mt_optim_count(o->o) || grad == NULL) return -EINVAL;
+  _mt_devparam_t *d = devparam_of(o, param);
+  if (d == NULL) return _mt_optim_set_grad(o->o, param, grad);
+  _mt_optim_wait_param(o->o, param); /* its step reads the buffer, not the address */
+  d->grad = (uintptr_t)grad;
+  o->dev.grads_fresh = false; /* grad_norm read the old gradient */
+  return 0;
+}
+
+MT_API int mt_optim_set_hparams(mt_optim_t *o, int param, const mt_optim_params_t *p) {
+  _mt_adam_hp_t hp = {.lr = p->lr, .beta1 = p->beta1, .beta2 = p->beta2, .eps = p->eps,
+                      .weight_decay = p->weight_decay, .decoupled = p->adamw != 0,
+                      .amsgrad = p->amsgrad != 0, .maximize = p->maximize != 0};
+  return _mt_optim_set_hp(o->o, param, &hp);
+}
+
+MT_API int mt_optim_param_info(mt_optim_t *o, int param, mt_optim_param_info_t *info) {
+  if (param < 0 || param >= _mt_optim_count(o->o)) return -EINVAL;
+  _mt_optim_wait_param(o->o, param); /* the step count moves with the step */
+  _mt_optim_view_t v;
+  _mt_optim_view(o->o, param, &v);
+  *info = (mt_optim_param_info_t){.count = v.n, .dtype = (mt_dtype_t)v.dtype, .step = *v.step,
+                                  .amsgrad = v.vmax != NULL};
+  if (v.quant) {
+    info->state_bits = v.qm->bits;
+    info->code_bytes = _mt_qtensor_code_bytes(v.qm);
+    info->blocks = _mt_qtensor_blocks(v.qm);
+  }
+  return 0;
+}
+
+MT_API int mt_optim_set_step(mt_optim_t *o, int param, float step) {
+  if (param < 0 || param >= _mt_optim_count(o->o) || !(step >= 0)) return -EINVAL;
+  _mt_optim_wait_param(o->o, param);
+  _mt_optim_view_t v;
+  _mt_optim_view(o->o, param, &v);
+  *v.step = step;
+  return 0;
+}
+
+/* The FP32 array of field, or NULL (quantised moment, or no AMSGrad max). */
+static float *field_array(const _mt_optim_view_t *v, mt_optim_field_t field) {
+  switch (field) {
+    case MT_OPTIM_FIELD_MASTER: return v->master;
+    case MT_OPTIM_FIELD_EXP_AVG: return v->m;
+    case MT_OPTIM_FIELD_EXP_AVG_SQ: return v->v;
+    case MT_OPTIM_FIELD_MAX_EXP_AVG_SQ: return v->vmax;
+  }
+  return NULL;
+}
+
+/* Checks param, field and count (SIZE_MAX: any), waits for param's step; fills *v and *q
+ * (the quantised moment, or NULL). 0 or -EINVAL / -ENOENT (no such state). */
+static int state_access(mt_optim_t *o, int param, mt_optim_field_t field, size_t count,
+                        _mt_optim_view_t *v, _mt_qtensor_t **q) {
+  if (param < 0 || param >= _mt_optim_count(o->o) || (unsigned)field > MT_OPTIM_FIELD_MAX_EXP_AVG_SQ)
+    return -EINVAL;
+  _mt_optim_wait_param(o->o, param);
+  _mt_optim_view(o->o, param, v);
+  if (count != SIZE_MAX && count != v->n) return -EINVAL;
+  *q = !v->quant ? NULL : field == MT_OPTIM_FIELD_EXP_AVG ? v->qm
+                        : field == MT_OPTIM_FIELD_EXP_AVG_SQ ? v->qv : NULL;
+  if (*q == NULL && field_array(v, field) == NULL) return -ENOENT;
+  return 0;
+}
+
+MT_API int mt_optim_state_read(mt_optim_t *o, int param, mt_optim_field_t field, float *out,
+                               size_t count) {
+  _mt_optim_view_t v;
+  _mt_qtensor_t *q;
+  int rc = state_access(o, param, field, count, &v, &q);
+  if (rc < 0) return rc;
+  if (q != NULL)
+    _mt_codec_decode(q, out, 0, v.n);
+  else
+    memcpy(out, field_array(&v, field), v.n * sizeof(float));
+  return 0;
+}
+
+MT_API int mt_optim_state_write(mt_optim_t *o, int param, mt_optim_field_t field, const float *in,
+                                size_t count) {
+  _mt_optim_view_t v;
+  _mt_qtensor_t *q;
+  int rc = state_access(o, param, field, count, &v, &q);
+  if (rc < 0) return rc;
+  if (q != NULL) {
+    _mt_codec_encode(q, in, 0, v.n);
+    return 0;
+  }
+  memcpy(field_array(&v, field), in, v.n * sizeof(float));
+  if (field != MT_OPTIM_FIELD_MASTER) return 0;
+  /* the weights follow the master: the caller's array, or the device's */
+  _mt_optim_refresh_weights(o->o, param);
+  return _mt_devparam_push_one(&o->dev, param);
+}
+
+/* The quantised moment for a raw access with these sizes, or NULL with *rc. */
+static _mt_qtensor_t *raw_access(mt_optim_t *o, int param, mt_optim_field_t field, size_t code_bytes,
+                                 size_t blocks, int *rc) {
+  if (field != MT_OPTIM_FIELD_EXP_AVG && field != MT_OPTIM_FIELD_EXP_AVG_SQ) {
+    *rc = -EINVAL;
+    return NULL;
+  }
+  _mt_optim_view_t v;
+  _mt_qtensor_t *q = NULL;
+  *rc = state_access(o, param, field, SIZE_MAX, &v, &q);
+  if (*rc == 0 && q == NULL) *rc = -ENOTSUP; /* FP32 state: use mt_optim_state_read */
+  if (*rc == 0 && (code_bytes != _mt_qtensor_code_bytes(q) || blocks != _mt_qtensor_blocks(q)))
+    *rc = -EINVAL;
+  return *rc == 0 ? q : NULL;
+}
+
+MT_API int mt_optim_state_raw_read(mt_optim_t *o, int param, mt_optim_field_t field, void *codes,
+                                   size_t code_bytes, float *scales, size_t blocks) {
+  int rc;
+  _mt_qtensor_t *q = raw_access(o, param, field, code_bytes, blocks, &rc);
+  if (q == NULL) return rc;
+  memcpy(codes, q->codes, code_bytes);
+  memcpy(scales, q->scales, blocks * sizeof(float));
+  return 0;
+}
+
+MT_API int mt_optim_state_raw_write(mt_optim_t *o, int param, mt_optim_field_t field,
+                                    const void *codes, size_t code_bytes, const float *scales,
+                                    size_t blocks) {
+  int rc;
+  _mt_qtensor_t *q = raw_access(o, param, field, code_bytes, blocks, &rc);
+  if (q == NULL) return rc;
+  memcpy(q->codes, codes, code_bytes);
+  memcpy(q->scales, scales, blocks * sizeof(float));
+  return 0;
+}
+
+MT_API uint64_t mt_optim_work_ns(const mt_optim_t *o) {
+  return _mt_optim_work_ns(o->o);
 }
 
 MT_API int mt_optim_grad_norm(mt_optim_t *o, float *total_norm) {

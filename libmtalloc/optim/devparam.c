@@ -80,6 +80,16 @@ int _mt_devparam_push(_mt_devparams_t *d, bool all) {
   return first;
 }
 
+int _mt_devparam_write(_mt_devparam_t *p) {
+  return _mt_host_write(p->weights, p->hw, p->bw);
+}
+
+int _mt_devparam_push_one(_mt_devparams_t *d, int param) {
+  for (size_t i = 0; i < d->n; i++)
+    if (d->v[i].index == param) return _mt_devparam_write(&d->v[i]);
+  return 0;
+}
+
 void _mt_devparam_free(_mt_devparams_t *d) {
   for (size_t i = 0; i < d->n; i++) {
     free(d->v[i].hw);

@@ -36,6 +36,12 @@ int _mt_devparam_pull(_mt_devparams_t *d, int param);
 /* Writes the new weights of the stepped parameters (all, with all) into
  * the pager's host copies, their device copies dropped. 0 or the first error. */
 int _mt_devparam_push(_mt_devparams_t *d, bool all);
+/* Writes p's host weights into the pager's host copy, its device copy
+ * dropped. 0 or -errno. */
+int _mt_devparam_write(_mt_devparam_t *p);
+/* Writes param's weights now (after its master was set), if param is a
+ * device parameter. 0 or -errno. */
+int _mt_devparam_push_one(_mt_devparams_t *d, int param);
 void _mt_devparam_free(_mt_devparams_t *d);
 
 #endif

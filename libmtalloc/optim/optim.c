@@ -2,28 +2,37 @@
  * optim.c - the host optimizer object: registered parameters, their FP32
  * masters and Adam state, and the step that runs them on the pool.
  *
- * The concept: a step is one pool job. Every registered parameter stepped
- * is cut into tasks of TASK_ELEMS (64K) elements, a multiple of the codecs'
+ * The concept: stepping a parameter is one pool job (pool.c). The job is
+ * cut into tasks of TASK_ELEMS (64K) elements, a multiple of the codecs'
  * 128-element blocks and large enough (1.75 MiB of FP32 traffic) that
  * handing out a task costs nothing next to running it; inside a task the
  * kernel makes one fused pass per cache-sized block (adam_kernels.c,
  * 2048 elements, about 40 KiB of arrays) and writes the device copy from
- * that block while it is in L1. Workers take tasks in order.
+ * that block while it is in L1. A step of all parameters queues one job
+ * per parameter; workers flow from one job to the next, so it runs as one
+ * stream of tasks. Steps of single parameters queue the same way while
+ * others are in flight: a post-accumulate-grad hook can start parameter
+ * i's update while backward still computes parameter i-1's gradient.
  *
- * Invariants: parameters are only added while no step is in flight; the
- * per-step scalars (adam.c) are computed on the submitting thread for each
- * parameter from its own step count (a float, as torch keeps it), so
- * stepping one parameter alone advances only its count. Masters: F32
- * weights are their own master and are updated in place; bf16/fp16
- * weights get an FP32 master owned here, and the rounded result is written
- * back into the caller's array by the kernel, block by block. Gradients
- * stay the caller's, f32 or bf16/fp16 (widened as the kernel loads them).
- * The global gradient norm (_mt_optim_grad_norm) is one pool job of one
- * task per parameter: a tensor's reduction order is torch's only when one
- * thread walks it (gradnorm.c).
+ * Invariants: parameters are only added while nothing is in flight; a
+ * parameter has at most one job in flight (its ticket `job`): stepping it
+ * again, changing its gradient pointer or touching its state first waits
+ * for that job, so a job's arrays and scalars are never written under it.
+ * The per-step scalars (adam.c) are computed on the submitting thread for
+ * each parameter from its own hyper-parameters (torch's param group) and
+ * its own step count (a float, as torch keeps state['step']), so stepping
+ * one parameter alone advances only its count. Masters: F32 weights are
+ * their own master and are updated in place; bf16/fp16 weights get an FP32
+ * master owned here, and the rounded result is written back into the
+ * caller's array by the kernel, block by block. Gradients stay the
+ * caller's, f32 or bf16/fp16 (widened as the kernel loads them). The global
+ * gradient norm (_mt_optim_grad_norm) is one pool job of one task per
+ * parameter: a tensor's reduction order is torch's only when one thread
+ * walks it (gradnorm.c).
  *
- * Threading: one owner thread calls everything here; the pool's workers
- * touch only the arrays of the tasks they take, which are disjoint.
+ * Threading: one thread at a time calls everything here (the owner, or a
+ * framework hook thread while the owner waits in backward); the pool's
+ * workers touch only the arrays of the tasks they take, which are disjoint.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -47,13 +56,11 @@ typedef struct param {
   _mt_qtensor_t qm, qv; /* quantised state (codec != none, n >= _MT_CODEC_MIN_ELEMS) */
   int quant;
   float step;      /* torch's float32 step count */
-  _mt_adam_scalars_t sc; /* this step's scalars */
+  _mt_adam_hp_t hp;      /* this parameter's group's hyper-parameters */
+  _mt_adam_scalars_t sc; /* the scalars of the step in flight */
+  uint64_t job;          /* pool ticket of its last step (_MT_POOL_NO_TICKET: none) */
+  struct _mt_optim *owner; /* for the pool's task function */
 } param_t;
-
-typedef struct task {
-  uint32_t param;
-  size_t begin, end;
-} task_t;
 
 struct _mt_optim {
   _mt_optim_cfg_t cfg;
@@ -62,9 +69,7 @@ struct _mt_optim {
   _mt_pool_t *pool;
   param_t *params;
   int nparams, cap;
-  task_t *tasks;
-  size_t ntasks, tasks_cap;
-  bool in_flight;
+  bool in_flight; /* a job queued since the last _mt_optim_wait */
   float *norms; /* _mt_optim_grad_norm's per-parameter norms, cap entries */
 };
 
@@ -118,7 +123,6 @@ void _mt_optim_destroy(_mt_optim_t *o) {
   }
   free(o->params);
   free(o->norms);
-  free(o->tasks);
   free(o);
 }
 
@@ -149,7 +153,8 @@ int _mt_optim_add_grad(_mt_optim_t *o, void *weights, size_t count, int dtype, c
     o->cap = cap;
   }
   param_t p = {.weights = weights, .dtype = dtype, .n = count, .grad = grad,
-               .grad_dtype = grad_dtype};
+               .grad_dtype = grad_dtype, .hp = o->cfg.hp, .job = _MT_POOL_NO_TICKET,
+               .owner = o};
   static const int bits[] = {0, 8, 4, 2};
   p.quant = o->cfg.codec != _MT_CODEC_NONE && count >= _MT_CODEC_MIN_ELEMS;
   bool ok;
@@ -189,10 +194,11 @@ int _mt_optim_threads(const _mt_optim_t *o) {
   return _mt_pool_threads(o->pool);
 }
 
+/* Task t of a parameter's job: elements [t * TASK_ELEMS, ...) of it. */
 static void run_task(void *arg, size_t t) {
-  _mt_optim_t *o = arg;
-  const task_t *tk = &o->tasks[t];
-  param_t *p = &o->params[tk->param];
+  param_t *p = arg;
+  _mt_optim_t *o = p->owner;
+  size_t begin = t * TASK_ELEMS, end = p->n - begin < TASK_ELEMS ? p->n : begin + TASK_ELEMS;
   _mt_adam_args_t a = {.p = p->master, .m = p->m, .v = p->v, .vmax = p->vmax,
                        .g = p->grad_dtype == _MT_DT_F32 ? p->grad : NULL,
                        .g16 = p->grad_dtype == _MT_DT_F32 ? NULL : p->grad,
@@ -200,48 +206,72 @@ static void run_task(void *arg, size_t t) {
                        .out = p->dtype == _MT_DT_F32 ? NULL : p->weights,
                        .out_dtype = p->dtype};
   if (p->quant)
-    o->kernel_q(&p->sc, &a, &p->qm, &p->qv, tk->begin, tk->end);
+    o->kernel_q(&p->sc, &a, &p->qm, &p->qv, begin, end);
   else
-    o->kernel(&p->sc, &a, tk->begin, tk->end);
+    o->kernel(&p->sc, &a, begin, end);
 }
 
-static int add_tasks(_mt_optim_t *o, int i) {
-  param_t *p = &o->params[i];
-  size_t need = o->ntasks + (p->n + TASK_ELEMS - 1) / TASK_ELEMS;
-  if (need > o->tasks_cap) {
-    size_t cap = need * 2;
-    task_t *nt = realloc(o->tasks, cap * sizeof(*nt));
-    if (nt == NULL)
-      return -ENOMEM;
-    o->tasks = nt;
-    o->tasks_cap = cap;
-  }
-  for (size_t b = 0; b < p->n; b += TASK_ELEMS)
-    o->tasks[o->ntasks++] =
-        (task_t){.param = (uint32_t)i, .begin = b, .end = p->n - b < TASK_ELEMS ? p->n : b + TASK_ELEMS};
-  return 0;
+void _mt_optim_wait_param(_mt_optim_t *o, int param) {
+  param_t *p = &o->params[param];
+  _mt_pool_wait_ticket(o->pool, p->job);
+  p->job = _MT_POOL_NO_TICKET;
 }
 
 int _mt_optim_step(_mt_optim_t *o, int param, float clip) {
-  if (o->in_flight)
-    return -EBUSY;
   if (param < -1 || param >= o->nparams || !(clip >= 0))
     return -EINVAL;
   int lo = param < 0 ? 0 : param, hi = param < 0 ? o->nparams : param + 1;
-  o->ntasks = 0;
+  /* every scalar first: a bad hyper-parameter submits nothing and
+   * advances no step count */
   for (int i = lo; i < hi; i++) {
     param_t *p = &o->params[i];
-    int rc = _mt_adam_scalars(&o->cfg.hp, p->step + 1.0f, clip, &p->sc);
-    if (rc == 0)
-      rc = add_tasks(o, i);
+    _mt_optim_wait_param(o, i); /* its previous step reads p->sc */
+    int rc = _mt_adam_scalars(&p->hp, p->step + 1.0f, clip, &p->sc);
     if (rc != 0)
-      return rc; /* nothing submitted, no step count advanced */
+      return rc;
   }
-  for (int i = lo; i < hi; i++)
-    o->params[i].step += 1.0f;
+  for (int i = lo; i < hi; i++) {
+    param_t *p = &o->params[i];
+    p->step += 1.0f;
+    p->job = _mt_pool_enqueue(o->pool, (p->n + TASK_ELEMS - 1) / TASK_ELEMS, run_task, p);
+  }
   o->in_flight = true;
-  _mt_pool_submit(o->pool, o->ntasks, run_task, o);
   return 0;
+}
+
+int _mt_optim_set_grad(_mt_optim_t *o, int param, const void *grad) {
+  if (param < 0 || param >= o->nparams || grad == NULL)
+    return -EINVAL;
+  _mt_optim_wait_param(o, param); /* its step in flight reads the old one */
+  o->params[param].grad = grad;
+  return 0;
+}
+
+int _mt_optim_set_hp(_mt_optim_t *o, int param, const _mt_adam_hp_t *hp) {
+  _mt_adam_scalars_t probe;
+  if (param < -1 || param >= o->nparams || _mt_adam_scalars(hp, 1.0f, 1.0f, &probe) != 0)
+    return -EINVAL;
+  /* which optimizer it is, and whether state has the AMSGrad maximum, were
+   * fixed at creation */
+  if (hp->decoupled != o->cfg.hp.decoupled || hp->amsgrad != o->cfg.hp.amsgrad)
+    return -EINVAL;
+  /* read only when a step is submitted: no wait needed */
+  if (param < 0) {
+    o->cfg.hp = *hp;
+    for (int i = 0; i < o->nparams; i++)
+      o->params[i].hp = *hp;
+  } else {
+    o->params[param].hp = *hp;
+  }
+  return 0;
+}
+
+const _mt_adam_hp_t *_mt_optim_hp(const _mt_optim_t *o, int param) {
+  return param < 0 ? &o->cfg.hp : &o->params[param].hp;
+}
+
+uint64_t _mt_optim_work_ns(const _mt_optim_t *o) {
+  return _mt_pool_work_ns(o->pool);
 }
 
 static void norm_task(void *arg, size_t i) {
@@ -258,8 +288,7 @@ int _mt_optim_grad_norm(_mt_optim_t *o, float *total) {
     return 0;
   }
   /* one task per parameter: a tensor's lanes run through it in order */
-  _mt_pool_submit(o->pool, (size_t)o->nparams, norm_task, o);
-  _mt_pool_wait(o->pool);
+  _mt_pool_wait_ticket(o->pool, _mt_pool_enqueue(o->pool, (size_t)o->nparams, norm_task, o));
   *total = _mt_grad_norm2(o->norms, _MT_DT_F32, (size_t)o->nparams, o->cfg.isa);
   return 0;
 }
@@ -268,6 +297,8 @@ void _mt_optim_wait(_mt_optim_t *o) {
   if (!o->in_flight)
     return;
   _mt_pool_wait(o->pool);
+  for (int i = 0; i < o->nparams; i++)
+    o->params[i].job = _MT_POOL_NO_TICKET;
   o->in_flight = false;
 }
 

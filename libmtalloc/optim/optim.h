@@ -43,20 +43,37 @@ int _mt_optim_add(_mt_optim_t *o, void *weights, size_t count, int dtype, const 
 int _mt_optim_add_grad(_mt_optim_t *o, void *weights, size_t count, int dtype, const void *grad,
                        int grad_dtype);
 int _mt_optim_count(const _mt_optim_t *o);
-/* Starts one step of parameter `param` (-1 = all) on the pool and returns;
- * clip multiplies every gradient (1 = none). 0 or -errno (-EBUSY if a step
- * is in flight, -EINVAL). */
+/* Queues one step of parameter `param` (-1 = all) on the pool and returns;
+ * clip multiplies every gradient (1 = none). A parameter whose previous
+ * step is still in flight is waited for first (steps of other parameters
+ * keep running). 0 or -EINVAL (bad index or hyper-parameter: nothing
+ * queued, no step count advanced). */
 int _mt_optim_step(_mt_optim_t *o, int param, float clip);
+/* Waits for parameter param's step in flight, if any (and every job
+ * queued before it). */
+void _mt_optim_wait_param(_mt_optim_t *o, int param);
+/* Points parameter param at a new gradient array of the registered
+ * gradient dtype, after its step in flight. 0 or -EINVAL. */
+int _mt_optim_set_grad(_mt_optim_t *o, int param, const void *grad);
+/* Sets the hyper-parameters of param (-1: every parameter, and those added
+ * later), read when its next step is queued. decoupled and amsgrad must be
+ * the creation's. 0 or -EINVAL (a value torch rejects, or those two differ). */
+int _mt_optim_set_hp(_mt_optim_t *o, int param, const _mt_adam_hp_t *hp);
+/* The hyper-parameters of param (-1: the default for new parameters). */
+const _mt_adam_hp_t *_mt_optim_hp(const _mt_optim_t *o, int param);
+/* Nanoseconds the pool's workers have spent in finished tasks (all jobs:
+ * steps and norms), summed over workers. */
+uint64_t _mt_optim_work_ns(const _mt_optim_t *o);
 /* The global 2-norm of every registered gradient, as
  * torch.nn.utils.clip_grad_norm_ computes it over the parameters in
  * registration order (gradnorm.c: bit for bit), on the pool; returns when
  * done. 0 or -EBUSY (a step in flight). */
 int _mt_optim_grad_norm(_mt_optim_t *o, float *total);
-/* Waits for the step in flight. */
+/* Waits for every step in flight. */
 void _mt_optim_wait(_mt_optim_t *o);
 int _mt_optim_threads(const _mt_optim_t *o);
 const _mt_optim_cfg_t *_mt_optim_cfg(const _mt_optim_t *o);
-/* Whether a step is in flight. */
+/* Whether a step was queued since the last _mt_optim_wait. */
 int _mt_optim_busy(const _mt_optim_t *o);
 
 /* One parameter's state, for the checkpoint codec (checkpoint.c): pointers

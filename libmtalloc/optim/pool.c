@@ -1,49 +1,61 @@
 /*
- * pool.c - a fixed set of pinned worker threads that run one job at a time.
+ * pool.c - a fixed set of pinned worker threads that run a bounded queue of
+ * jobs.
  *
- * The concept: the optimizer step is a job of many independent tasks (a
- * task is one cache-sized range of one parameter, optim.c); workers take
- * tasks in order from a shared atomic counter, so a slow task never holds
- * up the others and there is no per-task queueing. The thread that submits
- * does not take part: in mtalloc it is the framework's launching thread,
- * which must keep launching while the step overlaps backward. That is also
- * why the default leaves one CPU of the node free.
+ * The concept: an optimizer step is one or more jobs of many independent
+ * tasks (a task is one cache-sized range of one parameter, optim.c). Jobs
+ * queue in submission order (at most QCAP; a submitter finding the queue
+ * full sleeps until a job completes, never spins), so per-parameter steps
+ * started from a post-accumulate-grad hook queue behind each other while
+ * backward goes on. Workers take the next task of the oldest job that
+ * still has tasks to hand out, so a job of one task and a job of a
+ * thousand mix without idling anyone. The thread that submits does not take
+ * part: in mtalloc it is the framework's launching thread, which must keep
+ * launching while the step overlaps backward. That is also why the default
+ * leaves one CPU of the node free.
  *
- * Invariants: at most one job is in flight. A job is described by
- * (gen, fn, arg, ntasks) under the lock; `next` hands out task indices
- * (fetch-add, may overshoot ntasks), `done` counts finished tasks and
- * `active` the workers between taking the job and reporting back. The job
- * is over when done == ntasks and active == 0: waiting for `active` too
- * means no worker can still be about to fetch-add `next` when the owner
- * resets it for the next job. The worker that ends it broadcasts `idle`.
- * Workers sleep on `work` until gen changes.
+ * Invariants (all under the lock): jobs [head, tail) are live, slot =
+ * number % QCAP; take (head <= take <= tail) is the first job with tasks
+ * not yet handed out; a job's next counts tasks handed out, done tasks
+ * finished. head advances over jobs with done == ntasks, in order, so
+ * "head > t" means job t and all before it are over (a job's ticket is its
+ * number). Tasks are handed out under the lock: a task is 64K elements of
+ * Adam, so the lock is taken once per hundreds of microseconds of work.
+ * Empty jobs are never queued. work_ns sums the time workers spent inside
+ * finished tasks (the optimizer reports it as overlap).
  *
- * Threading: _mt_pool_submit/_mt_pool_wait/_mt_pool_destroy from one owner
- * thread at a time; fn runs concurrently on the workers.
+ * Threading: submitters, waiters and _mt_pool_destroy may be different
+ * threads but calls must not overlap (optim.c's owner rule); fn runs
+ * concurrently on the workers.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "pool.h"
 
+#define QCAP 256 /* jobs queued at most: one per parameter of a layer-sized group */
+
+typedef struct job {
+  _mt_pool_fn fn;
+  void *arg;
+  size_t ntasks, next, done;
+} job_t;
+
 struct _mt_pool {
   pthread_mutex_t lock;
-  pthread_cond_t work; /* gen changed or stop */
-  pthread_cond_t idle; /* a job finished */
-  unsigned long gen;   /* job number, under lock */
-  bool stop;           /* under lock */
-  _mt_pool_fn fn;      /* the job, under lock; read by workers after gen */
-  void *arg;
-  size_t ntasks;
-  atomic_size_t next; /* next task index to take */
-  size_t done;        /* tasks finished, under lock */
-  int active;         /* workers inside the job, under lock */
+  pthread_cond_t work;  /* a job queued, or stop */
+  pthread_cond_t idle;  /* head advanced: a job completed, a slot freed */
+  job_t jobs[QCAP];
+  uint64_t head, take, tail;
+  uint64_t work_ns;     /* nanoseconds inside finished tasks, all workers */
+  bool stop;
   int nthreads;
   pthread_t *threads;
 };
@@ -105,30 +117,42 @@ int _mt_pool_default_threads(int node) {
   return n < 1 ? 1 : n;
 }
 
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void *worker(void *p) {
   _mt_pool_t *pool = p;
-  unsigned long seen = 0;
   pthread_mutex_lock(&pool->lock);
   for (;;) {
-    while (!pool->stop && pool->gen == seen)
+    while (!pool->stop && pool->take == pool->tail)
       pthread_cond_wait(&pool->work, &pool->lock);
     if (pool->stop)
       break;
-    seen = pool->gen;
-    pool->active++;
-    _mt_pool_fn fn = pool->fn;
-    void *arg = pool->arg;
-    size_t ntasks = pool->ntasks;
+    job_t *j = &pool->jobs[pool->take % QCAP];
+    size_t t = j->next++;
+    if (j->next == j->ntasks)
+      pool->take++;
+    _mt_pool_fn fn = j->fn;
+    void *arg = j->arg;
     pthread_mutex_unlock(&pool->lock);
-    size_t finished = 0;
-    for (size_t t; (t = atomic_fetch_add(&pool->next, 1)) < ntasks;) {
-      fn(arg, t);
-      finished++;
-    }
+    uint64_t t0 = now_ns();
+    fn(arg, t);
+    uint64_t dt = now_ns() - t0;
     pthread_mutex_lock(&pool->lock);
-    pool->done += finished;
-    if (--pool->active == 0)
-      pthread_cond_broadcast(&pool->idle);
+    pool->work_ns += dt;
+    /* the slot stays j's until head passes it, which needs this task done */
+    if (++j->done == j->ntasks) {
+      uint64_t h = pool->head;
+      while (h < pool->take && pool->jobs[h % QCAP].done == pool->jobs[h % QCAP].ntasks)
+        h++;
+      if (h != pool->head) {
+        pool->head = h;
+        pthread_cond_broadcast(&pool->idle);
+      }
+    }
   }
   pthread_mutex_unlock(&pool->lock);
   return NULL;
@@ -177,34 +201,55 @@ int _mt_pool_create(int nthreads, int node, _mt_pool_t **out) {
   return 0;
 }
 
-/* Under the lock: until the job in flight is over (all tasks done, no
- * worker inside it). */
-static void wait_locked(_mt_pool_t *pool) {
-  while (pool->done < pool->ntasks || pool->active > 0)
-    pthread_cond_wait(&pool->idle, &pool->lock);
-}
-
 void _mt_pool_wait(_mt_pool_t *pool) {
   pthread_mutex_lock(&pool->lock);
-  wait_locked(pool);
+  while (pool->head != pool->tail)
+    pthread_cond_wait(&pool->idle, &pool->lock);
   pthread_mutex_unlock(&pool->lock);
+}
+
+void _mt_pool_wait_ticket(_mt_pool_t *pool, uint64_t ticket) {
+  if (ticket == _MT_POOL_NO_TICKET)
+    return;
+  pthread_mutex_lock(&pool->lock);
+  while (pool->head <= ticket && pool->head != pool->tail)
+    pthread_cond_wait(&pool->idle, &pool->lock);
+  pthread_mutex_unlock(&pool->lock);
+}
+
+int _mt_pool_done(_mt_pool_t *pool, uint64_t ticket) {
+  if (ticket == _MT_POOL_NO_TICKET)
+    return 1;
+  pthread_mutex_lock(&pool->lock);
+  int done = pool->head > ticket || pool->head == pool->tail;
+  pthread_mutex_unlock(&pool->lock);
+  return done;
+}
+
+uint64_t _mt_pool_enqueue(_mt_pool_t *pool, size_t ntasks, _mt_pool_fn fn, void *arg) {
+  pthread_mutex_lock(&pool->lock);
+  if (ntasks == 0) {
+    pthread_mutex_unlock(&pool->lock);
+    return _MT_POOL_NO_TICKET;
+  }
+  while (pool->tail - pool->head == QCAP)
+    pthread_cond_wait(&pool->idle, &pool->lock);
+  pool->jobs[pool->tail % QCAP] = (job_t){.fn = fn, .arg = arg, .ntasks = ntasks};
+  uint64_t ticket = pool->tail++;
+  pthread_cond_broadcast(&pool->work);
+  pthread_mutex_unlock(&pool->lock);
+  return ticket;
 }
 
 void _mt_pool_submit(_mt_pool_t *pool, size_t ntasks, _mt_pool_fn fn, void *arg) {
+  (void)_mt_pool_enqueue(pool, ntasks, fn, arg);
+}
+
+uint64_t _mt_pool_work_ns(_mt_pool_t *pool) {
   pthread_mutex_lock(&pool->lock);
-  wait_locked(pool); /* and hold the lock: no late worker can enter the old job now */
-  if (ntasks == 0) {
-    pthread_mutex_unlock(&pool->lock);
-    return;
-  }
-  pool->fn = fn;
-  pool->arg = arg;
-  pool->ntasks = ntasks;
-  atomic_store(&pool->next, 0);
-  pool->done = 0;
-  pool->gen++;
-  pthread_cond_broadcast(&pool->work);
+  uint64_t ns = pool->work_ns;
   pthread_mutex_unlock(&pool->lock);
+  return ns;
 }
 
 int _mt_pool_threads(const _mt_pool_t *pool) {

@@ -5,6 +5,7 @@
 #define MT_OPTIM_POOL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct _mt_pool _mt_pool_t;
 
@@ -20,12 +21,26 @@ int _mt_pool_create(int nthreads, int node, _mt_pool_t **out);
 /* Waits for the job in flight, stops and joins the workers, frees. */
 void _mt_pool_destroy(_mt_pool_t *pool);
 int _mt_pool_threads(const _mt_pool_t *pool);
-/* Hands the workers a job of ntasks tasks and returns at once; a job still
- * in flight is waited for first. fn and arg must stay valid until
- * _mt_pool_wait returns. */
+/* A ticket that is always over (an empty job's). */
+#define _MT_POOL_NO_TICKET UINT64_MAX
+/* Queues a job of ntasks tasks behind the jobs in flight and returns its
+ * ticket at once; when QCAP (256) jobs are queued it sleeps until one
+ * completes. Workers may run tasks of this job and earlier ones at the same
+ * time: jobs that touch the same memory must be ordered by the caller
+ * (_mt_pool_wait_ticket). fn and arg must stay valid until the job is over.
+ * ntasks 0 queues nothing and returns _MT_POOL_NO_TICKET. */
+uint64_t _mt_pool_enqueue(_mt_pool_t *pool, size_t ntasks, _mt_pool_fn fn, void *arg);
+/* _mt_pool_enqueue without the ticket. */
 void _mt_pool_submit(_mt_pool_t *pool, size_t ntasks, _mt_pool_fn fn, void *arg);
-/* Returns when every task of the last submitted job has returned. */
+/* Returns when every queued job is over. */
 void _mt_pool_wait(_mt_pool_t *pool);
+/* Returns when job `ticket` and every job queued before it are over. */
+void _mt_pool_wait_ticket(_mt_pool_t *pool, uint64_t ticket);
+/* Whether job `ticket` (and every earlier one) is over; does not wait. */
+int _mt_pool_done(_mt_pool_t *pool, uint64_t ticket);
+/* Nanoseconds the workers have spent inside finished tasks, summed over
+ * workers, since the pool started. */
+uint64_t _mt_pool_work_ns(_mt_pool_t *pool);
 /* The default worker count for node (see _mt_pool_create), >= 1. */
 int _mt_pool_default_threads(int node);
 

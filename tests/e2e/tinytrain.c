@@ -47,9 +47,26 @@
  * deterministic (the vectorisable loops only ever use independent
  * accumulators, which IEEE arithmetic leaves bit-exact).
  *
+ * --host-optim: the update runs on mtalloc's host optimizer instead (needs
+ * LD_PRELOAD=libmtalloc.so; its mt_ API is found with dlsym). Adam state
+ * then lives on the host (no m, v on the device), every weight and bias is
+ * registered with mt_optim_register_device and advised read-mostly
+ * (mt_advise), and backward offloads each layer's gradients as they become
+ * final: after a layer's backward kernels it synchronises the stream (the
+ * gradients are done) and queues that layer's updates (mt_optim_step per
+ * parameter), which run on the host threads while the next layers'
+ * backward runs on the device; the step itself is mt_optim_wait, which
+ * writes the new weights into mtalloc's host copies. Adds the lines
+ * `host_optim_work_us N` (worker time of the updates), `host_optim_before_step_us N`
+ * (of which done before the wait), `host_optim_overlap_percent N`,
+ * `weight_dirty_evictions N` (mtalloc's evictions_dirty_readmostly),
+ * `evictions_clean N` and `evictions_dirty N` (all regions: the gradients
+ * and activations are written on the device).
+ *
  * Output (stdout): `step N loss X` per step (X as %a), `accuracy C/N`,
  * `launches N`, `footprint_bytes N`, `largest_launch_bytes N`,
- * `peak_device_bytes N`. Usage: tinytrain [--steps N] (default 8).
+ * `peak_device_bytes N`. Usage: tinytrain [--steps N] [--host-optim]
+ * (default 8 steps).
  * Exit 0 on success; 1 with a message naming the CUresult on any driver
  * error; 2 on bad usage; 77 (skip) when libcuda.so.1 is not the fake.
  */
@@ -62,6 +79,7 @@
 #include <string.h>
 
 #include "cudart_route.h"
+#include "mtalloc.h"
 
 
 /* ---- model and data shape ------------------------------------------------ */
@@ -569,6 +587,37 @@ static void make_data(float *x, int *label) {
   free(w1);
 }
 
+/* ---- the host optimizer (--host-optim) --------------------------------------- */
+
+/* mtalloc's API, from the preloaded library (tinytrain links nothing of it) */
+#define MT_FNS(X)                                                                   \
+  X(mt_optim_defaults) X(mt_optim_create) X(mt_optim_destroy)                       \
+  X(mt_optim_register_device) X(mt_optim_step) X(mt_optim_wait) X(mt_optim_work_ns) \
+  X(mt_advise) X(mt_stats_json)
+#define DECLARE_MT(name) static __typeof__(name) *p_##name;
+MT_FNS(DECLARE_MT)
+#undef DECLARE_MT
+
+static int g_host_optim;      /* --host-optim */
+static mt_optim_t *g_optim;
+static uint64_t g_work0, g_work_before, g_work_total; /* ns, see host_optim_wait */
+
+static void host_optim_resolve(void) {
+#define RESOLVE_MT(name)                                                                    \
+  if ((p_##name = (__typeof__(name) *)dlsym(RTLD_DEFAULT, #name)) == NULL) {                \
+    fprintf(stderr, "tinytrain: --host-optim needs LD_PRELOAD=libmtalloc.so (no %s)\n", #name); \
+    exit(2);                                                                                \
+  }
+  MT_FNS(RESOLVE_MT)
+#undef RESOLVE_MT
+}
+
+static void mt_check(int rc, const char *what) {
+  if (rc >= 0) return;
+  fprintf(stderr, "tinytrain: %s failed: %s\n", what, strerror(-rc));
+  exit(1);
+}
+
 /* ---- the model --------------------------------------------------------------- */
 
 typedef struct {
@@ -596,6 +645,7 @@ static void init_model(void) {
     free(host);
     L->gw = dalloc(wb);
     L->gb = dalloc(bb);
+    if (g_host_optim) continue; /* Adam's state is on the host */
     L->mw = dalloc(wb);
     L->mb = dalloc(bb);
     L->vw = dalloc(wb);
@@ -611,8 +661,70 @@ static void free_model(void) {
   for (int l = 0; l < NLAYER; l++) {
     layer_t *L = &g_layer[l];
     CUdeviceptr *all[] = {&L->w, &L->b, &L->gw, &L->gb, &L->mw, &L->mb, &L->vw, &L->vb};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dfree(*all[i]);
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+      if (*all[i]) dfree(*all[i]);
   }
+}
+
+/* Registers every weight and bias with the host optimizer (index 2l and
+ * 2l + 1) and advises them read-mostly: only the optimizer writes them, on
+ * the host, so the device copies stay clean. */
+static void host_optim_init(void) {
+  mt_optim_params_t p;
+  p_mt_optim_defaults(&p);
+  p.lr = LR, p.beta1 = BETA1, p.beta2 = BETA2, p.eps = EPS;
+  p.weight_decay = 0; /* tinytrain's Adam has none */
+  p.state = MT_OPTIM_STATE_FP32;
+  p.threads = 2;
+  mt_check(p_mt_optim_create(&p, &g_optim), "mt_optim_create");
+  for (int l = 0; l < NLAYER; l++) {
+    layer_t *L = &g_layer[l];
+    size_t nw = (size_t)L->in * L->out;
+    int iw = p_mt_optim_register_device(g_optim, (void *)(uintptr_t)L->w, nw, MT_DTYPE_F32,
+                                        (void *)(uintptr_t)L->gw, MT_DTYPE_F32);
+    int ib = p_mt_optim_register_device(g_optim, (void *)(uintptr_t)L->b, (size_t)L->out,
+                                        MT_DTYPE_F32, (void *)(uintptr_t)L->gb, MT_DTYPE_F32);
+    mt_check(iw, "mt_optim_register_device (weight)");
+    mt_check(ib, "mt_optim_register_device (bias)");
+    if (iw != 2 * l || ib != 2 * l + 1) {
+      fprintf(stderr, "tinytrain: registration order: %d, %d for layer %d\n", iw, ib, l);
+      exit(1);
+    }
+    /* a bias shares a packed chunk with other small tensors: advice per
+     * allocation covers only whole regions, so it may advise nothing */
+    mt_check(p_mt_advise((void *)(uintptr_t)L->w, nw * sizeof(float), MT_ADVISE_READ_MOSTLY),
+             "mt_advise");
+    p_mt_advise((void *)(uintptr_t)L->b, (size_t)L->out * sizeof(float), MT_ADVISE_READ_MOSTLY);
+  }
+  g_work0 = p_mt_optim_work_ns(g_optim);
+}
+
+/* Layer l's gradients are queued: the launches that write them must be
+ * done before the optimizer reads them from the device. */
+static void host_optim_offload(int l) {
+  CALL(cuStreamSynchronize, g_stream);
+  mt_check(p_mt_optim_step(g_optim, 2 * l, 1.0f), "mt_optim_step");
+  mt_check(p_mt_optim_step(g_optim, 2 * l + 1, 1.0f), "mt_optim_step");
+}
+
+/* The optimizer step of a framework: everything was queued during
+ * backward; wait, and count how much of the work was already done. */
+static void host_optim_wait(void) {
+  uint64_t at_call = p_mt_optim_work_ns(g_optim);
+  mt_check(p_mt_optim_wait(g_optim), "mt_optim_wait");
+  uint64_t end = p_mt_optim_work_ns(g_optim);
+  g_work_before += at_call - g_work0;
+  g_work_total += end - g_work0;
+  g_work0 = end;
+}
+
+/* The number after "KEY": in mtalloc's stats JSON (top-level counters
+ * come first), or -1. */
+static long long stat_of(const char *json, const char *key) {
+  char pat[96];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const char *at = strstr(json, pat);
+  return at ? strtoll(at + strlen(pat), NULL, 10) : -1;
 }
 
 /* Forward over one batch; leaves each layer's z and h allocated (the head's
@@ -648,6 +760,7 @@ static void backward(CUdeviceptr x, CUdeviceptr dy) {
     }
     if (L->h != L->z) sfree(L->h);
     sfree(L->z);
+    if (g_host_optim) host_optim_offload(l);
   }
   sfree(dy);
 }
@@ -681,6 +794,10 @@ static int parse_steps(int argc, char **argv) {
   int steps = DEFAULT_STEPS;
   for (int i = 1; i < argc; i++) {
     char *end = NULL;
+    if (strcmp(argv[i], "--host-optim") == 0) {
+      g_host_optim = 1;
+      continue;
+    }
     if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
       long v = strtol(argv[++i], &end, 10);
       if (*end == '\0' && v > 0 && v <= 100000) {
@@ -688,7 +805,7 @@ static int parse_steps(int argc, char **argv) {
         continue;
       }
     }
-    fprintf(stderr, "usage: tinytrain [--steps N]   (N in 1..100000, default %d)\n",
+    fprintf(stderr, "usage: tinytrain [--steps N] [--host-optim]   (N in 1..100000, default %d)\n",
             DEFAULT_STEPS);
     exit(2);
   }
@@ -726,8 +843,10 @@ int main(int argc, char **argv) {
   CUdeviceptr dy = dalloc(sizeof(int) * NSAMPLE);
   CALL(cuMemcpyHtoDAsync, dx, hx, sizeof(float) * NSAMPLE * WIDE, g_stream);
   CALL(cuMemcpyHtoDAsync, dy, hy, sizeof(int) * NSAMPLE, g_stream);
+  if (g_host_optim) host_optim_resolve();
   init_model();
   CALL(cuStreamSynchronize, g_stream); /* hx, hy may go now */
+  if (g_host_optim) host_optim_init();
   free(hx);
   free(hy);
 
@@ -743,7 +862,10 @@ int main(int argc, char **argv) {
     CALL(cuMemcpyHtoDAsync, out, zero, sizeof zero, g_stream);
     xent(logits, y, dlogits, out, BATCH, NCLASS);
     backward(x, dlogits);
-    adam_step(step);
+    if (g_host_optim)
+      host_optim_wait();
+    else
+      adam_step(step);
     float res[2];
     CALL(cuMemcpyDtoH, res, out, sizeof res); /* legacy stream: after g_stream's work */
     sfree(out);
@@ -772,6 +894,17 @@ int main(int argc, char **argv) {
   printf("launches %llu\n", g_launches);
   printf("footprint_bytes %zu\n", g_peak);
   printf("largest_launch_bytes %zu\n", g_largest_launch);
+  if (g_host_optim) {
+    printf("host_optim_work_us %llu\n", (unsigned long long)(g_work_total / 1000));
+    printf("host_optim_before_step_us %llu\n", (unsigned long long)(g_work_before / 1000));
+    printf("host_optim_overlap_percent %llu\n",
+           (unsigned long long)(g_work_total ? 100 * g_work_before / g_work_total : 0));
+    const char *json = p_mt_stats_json();
+    printf("weight_dirty_evictions %lld\n", stat_of(json, "evictions_dirty_readmostly"));
+    printf("evictions_clean %lld\n", stat_of(json, "evictions_clean"));
+    printf("evictions_dirty %lld\n", stat_of(json, "evictions_dirty"));
+    p_mt_optim_destroy(g_optim);
+  }
 
   free_model();
   dfree(dx);

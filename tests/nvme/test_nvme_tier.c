@@ -463,5 +463,62 @@ Test(nvme_tier, write_after_write_behind_is_kept) {
   cr_assert(memcmp(buf, want, 2 * MiB) == 0, "the second write survived the eviction");
   free(buf);
   free(want);
+
+/* Gradient offload's calls on device parameters: registration leaves the
+ * weights' device copy dropped (clean); per-parameter steps queued in
+ * backward order, each after mt_optim_set_grad to the other of two device
+ * gradient buffers, give the same weights as a host optimizer stepping the
+ * same gradients; the device master reads back as the host one. */
+Test(nvme_tier, optimizer_device_queued_steps) {
+  start(4, 24, NULL, 0);
+  enum { NP = 3, N = 1 << 20 };
+  uintptr_t dw[NP], dg[NP][2];
+  float *hw[NP], *hg[NP];
+  float *tmp = malloc((size_t)N * 4), *tmp2 = malloc((size_t)N * 4);
+  mt_optim_params_t prm;
+  mt_optim_defaults(&prm);
+  prm.threads = 2;
+  prm.state = MT_OPTIM_STATE_FP32;
+  mt_optim_t *od, *oh;
+  cr_assert_eq(mt_optim_create(&prm, &od), 0);
+  cr_assert_eq(mt_optim_create(&prm, &oh), 0);
+  for (int i = 0; i < NP; i++) {
+    hw[i] = malloc((size_t)N * 4);
+    hg[i] = malloc((size_t)N * 4);
+    for (size_t k = 0; k < N; k++) hw[i][k] = (float)((k * 2654435761u + (unsigned)i) % 20011) / 20011.0f - 0.5f;
+    cr_assert_eq(_mt_alloc((size_t)N * 4, &dw[i]), 0);
+    cr_assert_eq(_mt_alloc((size_t)N * 4, &dg[i][0]), 0);
+    cr_assert_eq(_mt_alloc((size_t)N * 4, &dg[i][1]), 0);
+    cr_assert_eq(put(dw[i], hw[i], (size_t)N * 4), 0);
+    cr_assert_eq(mt_optim_register_device(od, (void *)dw[i], N, MT_DTYPE_F32, (void *)dg[i][0], MT_DTYPE_F32), i);
+    cr_assert_eq(mt_optim_register(oh, hw[i], N, MT_DTYPE_F32, hg[i]), i);
+    mt_region_t *r = _mt_region_of(P, dw[i]);
+    for (uint32_t c = 0; c < r->nchunks; c++)
+      cr_assert_neq(r->chunks[c].state, CH_DEVICE, "param %d: registration left a device copy", i);
+  }
+  for (int step = 0; step < 3; step++) {
+    for (int i = NP - 1; i >= 0; i--) { /* backward order, each queued as its gradient is final */
+      for (size_t k = 0; k < N; k++) hg[i][k] = (float)((k * 40503u + (unsigned)(step * 7 + i)) % 1009) / 1009.0f - 0.5f;
+      cr_assert_eq(put(dg[i][step % 2], hg[i], (size_t)N * 4), 0);
+      cr_assert_eq(mt_optim_set_grad(od, i, (void *)dg[i][step % 2]), 0);
+      cr_assert_eq(mt_optim_step(od, i, 1.0f), 0);
+    }
+    cr_assert_eq(mt_optim_wait(od), 0);
+    cr_assert_eq(mt_optim_step(oh, -1, 1.0f), 0);
+    cr_assert_eq(mt_optim_wait(oh), 0);
+  }
+  for (int i = 0; i < NP; i++) {
+    cr_assert_eq(get(tmp, dw[i], (size_t)N * 4), 0);
+    cr_assert(memcmp(tmp, hw[i], (size_t)N * 4) == 0, "param %d: device weights differ from the host optimizer's", i);
+    cr_assert_eq(mt_optim_state_read(od, i, MT_OPTIM_FIELD_EXP_AVG_SQ, tmp, N), 0);
+    cr_assert_eq(mt_optim_state_read(oh, i, MT_OPTIM_FIELD_EXP_AVG_SQ, tmp2, N), 0);
+    cr_assert(memcmp(tmp, tmp2, (size_t)N * 4) == 0, "param %d: exp_avg_sq differs", i);
+    free(hw[i]);
+    free(hg[i]);
+  }
+  mt_optim_destroy(od);
+  mt_optim_destroy(oh);
+  free(tmp);
+  free(tmp2);
   finish();
 }
