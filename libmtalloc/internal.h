@@ -99,7 +99,7 @@ typedef enum mt_opt_type {
   X(PREFETCH_DEPTH, INT, "8", 0, 1024, "", "launches",                             \
     "how many predicted launches ahead to prefetch for; 0 = none")                 \
   X(THREADS, INT, "0", 0, 1024, "", "threads",                                     \
-    "not used yet (host optimizer, C API only, not wired to PyTorch): worker threads; " \
+    "host optimizer worker threads (C API and megatrain.AdamW/Adam); " \
     "0 = the CPUs of the NUMA node less one, at least 1")                                 \
   X(NUMA_NODE, INT, "-1", -1, 1023, "", "node",                                    \
     "NUMA node of host copies (when host-mapped); -1 = the GPU's node")                       \
@@ -108,7 +108,7 @@ typedef enum mt_opt_type {
     "torch.optim.AdamW/Adam become megatrain's (host thread pool) in processes started by " \
     "megatrain-run or mt.init (its sitecustomize; the library itself reads nothing)") \
   X(OPTIMIZER_COMPRESSION, CHOICE, "none", 0, 0, "none|8bit|4bit|2bit", "",       \
-    "storage format of host optimizer state (C API only, not wired to PyTorch yet): " \
+    "storage format of host optimizer state (C API, and megatrain.AdamW/Adam's default): " \
     "FP32, or block-wise 8/4-bit m and v (2bit: experimental); tensors under 4096 elements stay FP32")                                      \
   X(VERIFY_CLEAN, BOOL, "off", 0, 0, "", "",                                       \
     "debug: before a clean chunk is evicted without a copy, compare its device and host " \
@@ -127,9 +127,9 @@ typedef enum mt_opt {
   MT_OPT__COUNT
 } mt_opt_t;
 
-/* Options whose component is not built yet: setting one draws a warning. */
-#define MT_OPTIONS_NOT_USED_YET                                                    \
-  {MT_OPT_THREADS, MT_OPT_OPTIMIZER_COMPRESSION}
+/* Options whose component is not built yet: setting one draws a warning.
+ * None today (MT_OPT__COUNT ends the list). */
+#define MT_OPTIONS_NOT_USED_YET {MT_OPT__COUNT}
 
 /* Reads every option once from the process environment (environ, read
  * directly: safe inside a preloaded library's constructor). Idempotent and

@@ -243,7 +243,7 @@ int _mt_options_load(char *const *envp) {
     if (rc < 0) mt_error("cannot open MT_LOG=\"%s\" (%s); logging to stderr", log_path, strerror(-rc));
   }
   static const mt_opt_t unused[] = MT_OPTIONS_NOT_USED_YET;
-  for (size_t k = 0; k < sizeof(unused) / sizeof(unused[0]); k++)
+  for (size_t k = 0; k < sizeof(unused) / sizeof(unused[0]) && unused[k] != MT_OPT__COUNT; k++)
     if (opt_values[unused[k]].from_env)
       mt_warn("%s is set but has no effect in this version: the part it configures is not built yet",
               opt_table[unused[k]].env);

@@ -95,7 +95,7 @@ def init(offload_dir=None, max_vram_gb=None, max_host_gb=None, optimizer_compres
     max_vram_gb, max_host_gb: GPU and pinned host budgets in GiB (MT_MAX_VRAM,
         MT_MAX_HOST; numbers, e.g. 20 or 0.5).
     optimizer_compression: host optimizer state (MT_OPTIMIZER_COMPRESSION):
-        False = FP32, True = RECOMMENDED_COMPRESSION ('4bit'), '8bit', '4bit'.
+        False = FP32, True = RECOMMENDED_COMPRESSION ('8bit'), '8bit', '4bit'.
     trace: file to record a trace into (MT_TRACE; `mt-trace` reads it).
     An argument left at None keeps the environment's MT_* value (or the
     library's default). Bad values raise ValueError/TypeError naming the

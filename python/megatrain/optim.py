@@ -75,7 +75,7 @@ __all__ = ["AdamW", "Adam"]
 
 _F32, _BF16, _F16 = 0, 1, 2
 _DTYPES = {torch.float32: _F32, torch.bfloat16: _BF16, torch.float16: _F16}
-_STATES = {None: -1, False: 0, "none": 0, "8bit": 1, "4bit": 2, True: 1}  # -1: the environment's
+_STATES = {None: -1, False: 0, "none": 0, "8bit": 1, "4bit": 2, True: 1}  # True: megatrain.RECOMMENDED_COMPRESSION; -1: the environment's
 _FIELDS = {"master": 0, "exp_avg": 1, "exp_avg_sq": 2, "max_exp_avg_sq": 3}
 
 

@@ -463,6 +463,8 @@ Test(nvme_tier, write_after_write_behind_is_kept) {
   cr_assert(memcmp(buf, want, 2 * MiB) == 0, "the second write survived the eviction");
   free(buf);
   free(want);
+  finish();
+}
 
 /* Gradient offload's calls on device parameters: registration leaves the
  * weights' device copy dropped (clean); per-parameter steps queued in

@@ -43,7 +43,7 @@ for kw, exc, name in bad:
         check(False, f"init({kw}) raised nothing")
     except exc as e:
         check(name in str(e), f"init({kw}) -> {exc.__name__}: {e}")
-check(mt.RECOMMENDED_COMPRESSION == "4bit", "RECOMMENDED_COMPRESSION is '4bit'")
+check(mt.RECOMMENDED_COMPRESSION == "8bit", "RECOMMENDED_COMPRESSION is '8bit'")
 
 # ---- CUDA already initialised (simulated) -> RuntimeError saying what to do
 real_torch = sys.modules.get("torch")
@@ -86,7 +86,7 @@ try:
         check(rep["mapped"] and rep["under"] is True, "libmtalloc mapped and interposing after init")
         check(rep["env"].get("MEGATRAIN_REEXECED") == str(rep["pid"]), "the loop marker names this pid")
         check(rep.get("effective") == {"MT_MAX_VRAM": str(512 << 20), "MT_MAX_HOST": str(2 << 30), "MT_STATS": "off",
-                                       "MT_OPTIMIZER_COMPRESSION": "4bit", "MT_TRACE": tmp + "/t.trace"},
+                                       "MT_OPTIMIZER_COMPRESSION": "8bit", "MT_TRACE": tmp + "/t.trace"},
               f"the library read init's options: {rep.get('effective')}")
 
     # already under mtalloc with the same options: no re-exec

@@ -37,14 +37,14 @@ if rep:
     check(os.path.samefile(pre[0], LIB), f"LD_PRELOAD starts with libmtalloc.so: {pre}")
     check(libm is None or pre[1:] == [libm], f"the existing preload is kept after it: {pre}")
     check(e.get("MT_MAX_VRAM") == "512M" and e.get("MT_MAX_HOST") == "2G", "MT_MAX_VRAM, MT_MAX_HOST set")
-    check(e.get("MT_OPTIMIZER_COMPRESSION") == "4bit", "--optimizer-compression on = RECOMMENDED_COMPRESSION (4bit)")
+    check(e.get("MT_OPTIMIZER_COMPRESSION") == "8bit", "--optimizer-compression on = RECOMMENDED_COMPRESSION (8bit)")
     check(e.get("MT_TRACE") == "/tmp/mt-launcher-test.trace" and e.get("MT_STATS") == "1", "MT_TRACE, MT_STATS set")
     check(e.get("PYTHONPATH", "").split(":")[0] == os.path.join(PYDIR, "megatrain", "_site"),
           f"sitecustomize folder first on PYTHONPATH: {e.get('PYTHONPATH')}")
     check(rep["mapped"] and rep["under"] is True, "libmtalloc is mapped and interposing in the child")
     eff = rep.get("effective", {})
     check(eff == {"MT_MAX_VRAM": str(512 << 20), "MT_MAX_HOST": str(2 << 30), "MT_STATS": "on",
-                  "MT_OPTIMIZER_COMPRESSION": "4bit", "MT_TRACE": "/tmp/mt-launcher-test.trace"},
+                  "MT_OPTIMIZER_COMPRESSION": "8bit", "MT_TRACE": "/tmp/mt-launcher-test.trace"},
           f"the library read the options (mt_option_text): {eff}")
 try:
     os.unlink("/tmp/mt-launcher-test.trace")
