@@ -61,7 +61,8 @@ typedef enum mt_opt_type {
   X(MAX_VRAM, SIZE, "0", 0, 0, "", "bytes",                                        \
     "GPU memory mtalloc may use for tensors; 0 = what the device reports free at start") \
   X(MAX_HOST, SIZE, "0", 0, 0, "", "bytes",                                        \
-    "pinned host memory for evicted chunks and the NVMe tier's staging buffers; 0 = three " \
+    "host memory for evicted chunks (pinned), the NVMe tier's staging buffers and the host " \
+    "optimizer's masters and state (on the GPU's NUMA node); 0 = three " \
     "quarters of physical RAM, or of the cgroup memory limit when that is lower")                            \
   X(OFFLOAD_DIR, STRING, "", 0, 0, "", "path",                                     \
     "NVMe tier: folders for its O_DIRECT files (unlinked at once, nothing left behind), ':' " \
@@ -223,6 +224,9 @@ size_t _mt_sysmem_limit(void);
 size_t _mt_sysmem_limit_at(const char *root, size_t phys);
 /* One cgroup limit file's text: "max" (UINT64_MAX) or a byte count. 0 or -EINVAL. */
 int _mt_cgroup_value(const char *text, uint64_t *out);
+/* Prefers NUMA node `node` for the pages of [p, p + len) (page-aligned),
+ * not yet touched; node < 0 does nothing. 0 or -errno (mbind's). */
+int _mt_mem_place_on_node(void *p, size_t len, int node);
 /* The cgroup path of the memory controller in /proc/self/cgroup's text, for
  * cgroup version 2 ("0::/path") or 1 ("N:a,memory,b:/path"). 0, -ENOENT or
  * -ENAMETOOLONG. */

@@ -141,8 +141,12 @@ MT_API void mt_torch_free(void *ptr, size_t size, int device, void *stream);
  * parameters queue while others run (gradient offload from backward
  * hooks); hyper-parameters and gradient pointers may change between steps;
  * state can be read and written for checkpoints. PyTorch reaches it through
- * python/megatrain/optim.py. NOT YET: state inside MT_MAX_HOST and on the
- * NVMe tier. MT_THREADS and MT_OPTIMIZER_COMPRESSION are read here only.
+ * python/megatrain/optim.py. Masters, state and the host buffers of device
+ * parameters are the optimizer's own memory, on the GPU's NUMA node
+ * (MT_NUMA_NODE) and counted in MT_MAX_HOST when mtalloc pages (host copies
+ * give way or spill to NVMe; a registration that does not fit fails
+ * -ENOMEM, saying so). NOT YET: state on the NVMe tier.
+ * MT_THREADS and MT_OPTIMIZER_COMPRESSION are read here only.
  *
  * Exactness: with FP32 state the update is bit-identical to
  * torch.optim.AdamW / Adam (foreach=False, fused=False, torch 2.15.0,

@@ -150,19 +150,6 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* ---- NUMA placement without libnuma ----------------------------------------
- * mbind(2) through syscall(2): the GPU build links libnuma's headers only
- * (meson.build, static_deps), so the store calls the kernel directly. */
-static int place_on_node(void *p, size_t len, int node) {
-  if (node < 0) return 0;
-  unsigned long mask[16] = {0};
-  if (node >= (int)(sizeof(mask) * 8)) return -EINVAL;
-  mask[node / (8 * sizeof(long))] |= 1ul << (node % (8 * sizeof(long)));
-  if (syscall(SYS_mbind, p, len, MPOL_PREFERRED, mask, sizeof(mask) * 8 + 1, 0) != 0)
-    return -errno;
-  return 0;
-}
-
 /* Anonymous, page-aligned, on the node, faulted in now (so its placement and
  * its cost are paid at allocation, not in the middle of a transfer). */
 static void *map_on_node(size_t len, int node, int *err) {
@@ -171,7 +158,7 @@ static void *map_on_node(size_t len, int node, int *err) {
     *err = -errno;
     return NULL;
   }
-  int rc = place_on_node(p, len, node);
+  int rc = _mt_mem_place_on_node(p, len, node);
   if (rc < 0) mt_warn("nvme: cannot place staging memory on NUMA node %d (%s); using the local node", node, strerror(-rc));
   memset(p, 0, len);
   (void)mlock(p, len);  /* best effort: the caller pins it for DMA anyway */

@@ -68,6 +68,19 @@ int _mt_host_write(uintptr_t addr, const void *src, size_t n);
  * application's work that writes them must be done (as for cudaMemcpy).
  * 0, -ENOENT (not ours) or -errno. */
 int _mt_host_read(void *dst, uintptr_t addr, size_t n);
+/* Takes bytes out of the host budget (MT_MAX_HOST) for host memory of
+ * mtalloc's own, the host optimizer's masters and state, so that pinned
+ * host copies, NVMe staging and optimizer memory share one budget. Host
+ * copies that device chunks keep give way first, then host chunks spill to
+ * NVMe (where the tier exists). Budget is taken in whole chunks, for the
+ * sum of every reservation. 0 (also when no pager runs: the optimizer's C
+ * API used alone counts nothing), or -ENOMEM with the reason logged. */
+int _mt_host_reserve(size_t bytes);
+/* Gives back what _mt_host_reserve(bytes) took. */
+void _mt_host_unreserve(size_t bytes);
+/* The NUMA node for host memory that the GPU reads and writes: MT_NUMA_NODE,
+ * else the GPU's node, else -1 (unknown). */
+int _mt_host_numa_node(void);
 /* True when addr lies in the pager's address range. */
 bool _mt_owns(uintptr_t addr);
 

@@ -291,6 +291,9 @@ struct mt_pager {
   size_t pinned;             /* of used: small slabs and escaped regions */
   size_t escaped;            /* of pinned: escaped regions (the rest is small slabs) */
   size_t host_budget, host_used;
+  size_t host_reserved;      /* taken out of host_budget for mtalloc's own memory (the host
+                              * optimizer's, _mt_host_reserve), whole chunks */
+  size_t host_reserved_bytes; /* what was asked, bytes */
   size_t committed;          /* bytes of address space handed to paged regions */
 
   uint64_t next_region_id;

@@ -19,9 +19,11 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <linux/mempolicy.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -115,4 +117,17 @@ size_t _mt_sysmem_limit(void) {
   long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
   size_t phys = pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz : (size_t)64 << 30;
   return _mt_sysmem_limit_at("", phys);
+}
+
+/* ---- NUMA placement without libnuma ----------------------------------------
+ * mbind(2) through syscall(2): the GPU build links libnuma's headers only
+ * (meson.build, static_deps), so mtalloc calls the kernel directly. */
+int _mt_mem_place_on_node(void *p, size_t len, int node) {
+  if (node < 0) return 0;
+  unsigned long mask[16] = {0};
+  if (node >= (int)(sizeof(mask) * 8)) return -EINVAL;
+  mask[node / (8 * sizeof(long))] |= 1ul << (node % (8 * sizeof(long)));
+  if (syscall(SYS_mbind, p, len, MPOL_PREFERRED, mask, sizeof(mask) * 8 + 1, 0) != 0)
+    return -errno;
+  return 0;
 }

@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "codec.h"
+#include "hostmem.h"
 
 /* maps[bits_index][signed] with 2^bits ascending entries */
 static float map8[2][256], map4[2][16], map2[2][4];
@@ -257,8 +258,8 @@ int _mt_qtensor_alloc(_mt_qtensor_t *q, size_t n, int bits, int is_signed) {
   q->n = n;
   q->bits = bits;
   q->is_signed = is_signed;
-  q->codes = calloc(_mt_qtensor_code_bytes(q), 1);
-  q->scales = calloc(_mt_qtensor_blocks(q), sizeof(float));
+  q->codes = _mt_optim_mem_alloc(_mt_qtensor_code_bytes(q)); /* hostmem.c: zeroed */
+  q->scales = _mt_optim_mem_alloc(_mt_qtensor_blocks(q) * sizeof(float));
   if (q->codes == NULL || q->scales == NULL) {
     _mt_qtensor_free(q);
     return -ENOMEM;
@@ -268,8 +269,8 @@ int _mt_qtensor_alloc(_mt_qtensor_t *q, size_t n, int bits, int is_signed) {
 }
 
 void _mt_qtensor_free(_mt_qtensor_t *q) {
-  free(q->codes);
-  free(q->scales);
+  _mt_optim_mem_free(q->codes);
+  _mt_optim_mem_free(q->scales);
   q->codes = NULL;
   q->scales = NULL;
 }

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "devparam.h"
+#include "hostmem.h"
 #include "pager.h"
 
 int _mt_devparam_new(_mt_devparams_t *d, uintptr_t weights, size_t bw, uintptr_t grad, size_t bg,
@@ -35,12 +36,12 @@ int _mt_devparam_new(_mt_devparams_t *d, uintptr_t weights, size_t bw, uintptr_t
   }
   _mt_devparam_t *p = &d->v[d->n];
   *p = (_mt_devparam_t){.index = -1, .weights = weights, .grad = grad, .bw = bw, .bg = bg};
-  p->hw = malloc(bw);
-  p->hg = calloc(1, bg);
+  p->hw = _mt_optim_mem_alloc(bw); /* hostmem.c: on the GPU's node, in MT_MAX_HOST */
+  p->hg = _mt_optim_mem_alloc(bg);
   int rc = p->hw && p->hg ? _mt_host_read(p->hw, weights, bw) : -ENOMEM;
   if (rc < 0) {
-    free(p->hw);
-    free(p->hg);
+    _mt_optim_mem_free(p->hw);
+    _mt_optim_mem_free(p->hg);
     return rc == -ENOENT ? -EINVAL : rc; /* not memory mtalloc manages */
   }
   d->n++;
@@ -50,8 +51,8 @@ int _mt_devparam_new(_mt_devparams_t *d, uintptr_t weights, size_t bw, uintptr_t
 
 void _mt_devparam_drop_last(_mt_devparams_t *d) {
   _mt_devparam_t *p = &d->v[--d->n];
-  free(p->hw);
-  free(p->hg);
+  _mt_optim_mem_free(p->hw);
+  _mt_optim_mem_free(p->hg);
 }
 
 int _mt_devparam_pull(_mt_devparams_t *d, int param) {
@@ -92,8 +93,8 @@ int _mt_devparam_push_one(_mt_devparams_t *d, int param) {
 
 void _mt_devparam_free(_mt_devparams_t *d) {
   for (size_t i = 0; i < d->n; i++) {
-    free(d->v[i].hw);
-    free(d->v[i].hg);
+    _mt_optim_mem_free(d->v[i].hw);
+    _mt_optim_mem_free(d->v[i].hg);
   }
   free(d->v);
   *d = (_mt_devparams_t){0};

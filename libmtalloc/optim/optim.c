@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "codec.h"
+#include "hostmem.h"
 #include "optim.h"
 #include "pool.h"
 
@@ -73,12 +74,10 @@ struct _mt_optim {
   float *norms; /* _mt_optim_grad_norm's per-parameter norms, cap entries */
 };
 
+/* Masters and moments: zeroed, aligned, on the GPU's node, in MT_MAX_HOST
+ * (hostmem.c). */
 static float *alloc_floats(size_t n) {
-  size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
-  float *p = aligned_alloc(64, bytes ? bytes : 64);
-  if (p != NULL)
-    memset(p, 0, bytes);
-  return p;
+  return _mt_optim_mem_alloc(n * sizeof(float));
 }
 
 int _mt_optim_create(const _mt_optim_cfg_t *cfg, _mt_optim_t **out) {
@@ -114,10 +113,10 @@ void _mt_optim_destroy(_mt_optim_t *o) {
   for (int i = 0; i < o->nparams; i++) {
     param_t *p = &o->params[i];
     if (p->master != p->weights)
-      free(p->master);
-    free(p->m);
-    free(p->v);
-    free(p->vmax);
+      _mt_optim_mem_free(p->master);
+    _mt_optim_mem_free(p->m);
+    _mt_optim_mem_free(p->v);
+    _mt_optim_mem_free(p->vmax);
     _mt_qtensor_free(&p->qm);
     _mt_qtensor_free(&p->qv);
   }
@@ -162,20 +161,21 @@ int _mt_optim_add_grad(_mt_optim_t *o, void *weights, size_t count, int dtype, c
     ok = _mt_qtensor_alloc(&p.qm, count, bits[o->cfg.codec], 1) == 0 &&
          _mt_qtensor_alloc(&p.qv, count, bits[o->cfg.codec], 0) == 0;
   } else {
+    /* each after the one before succeeded: a full budget says so once */
     p.m = alloc_floats(count);
-    p.v = alloc_floats(count);
-    p.vmax = o->cfg.hp.amsgrad ? alloc_floats(count) : NULL;
+    p.v = p.m ? alloc_floats(count) : NULL;
+    p.vmax = p.v && o->cfg.hp.amsgrad ? alloc_floats(count) : NULL;
     ok = p.m != NULL && p.v != NULL && (!o->cfg.hp.amsgrad || p.vmax != NULL);
   }
-  p.master = dtype == _MT_DT_F32 ? weights : alloc_floats(count);
+  p.master = !ok || dtype == _MT_DT_F32 ? weights : alloc_floats(count);
   if (!ok || p.master == NULL) {
-    free(p.m);
-    free(p.v);
-    free(p.vmax);
+    _mt_optim_mem_free(p.m);
+    _mt_optim_mem_free(p.v);
+    _mt_optim_mem_free(p.vmax);
     _mt_qtensor_free(&p.qm);
     _mt_qtensor_free(&p.qv);
     if (p.master != weights)
-      free(p.master);
+      _mt_optim_mem_free(p.master);
     return -ENOMEM;
   }
   if (dtype != _MT_DT_F32)

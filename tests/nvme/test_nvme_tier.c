@@ -364,7 +364,10 @@ Test(nvme_tier, eviction_keeps_the_host_copy_it_relies_on) {
 #include "mtalloc.h"
 
 Test(nvme_tier, optimizer_on_device_parameters) {
-  start(4, 24, NULL, 0);
+  /* 24 MiB for the pager's host copies (weights and gradients spill to
+   * NVMe), and about 110 MiB for the two optimizers' own buffers, masters
+   * and state, which count in MT_MAX_HOST too */
+  start(4, 24 + 112, NULL, 0);
   enum { NP = 4, N = 1 << 20 }; /* 4 MiB per f32 tensor: 24 MiB of weights and gradients */
   mt_dtype_t dt[NP] = {MT_DTYPE_F32, MT_DTYPE_BF16, MT_DTYPE_F32, MT_DTYPE_BF16};
   uintptr_t dw[NP], dg[NP];
@@ -472,7 +475,7 @@ Test(nvme_tier, write_after_write_behind_is_kept) {
  * gradient buffers, give the same weights as a host optimizer stepping the
  * same gradients; the device master reads back as the host one. */
 Test(nvme_tier, optimizer_device_queued_steps) {
-  start(4, 24, NULL, 0);
+  start(4, 24 + 72, NULL, 0); /* the pager's 24 MiB, and the optimizers' 72 (they count in MT_MAX_HOST) */
   enum { NP = 3, N = 1 << 20 };
   uintptr_t dw[NP], dg[NP][2];
   float *hw[NP], *hg[NP];
@@ -522,5 +525,55 @@ Test(nvme_tier, optimizer_device_queued_steps) {
   mt_optim_destroy(oh);
   free(tmp);
   free(tmp2);
+  finish();
+}
+
+/* The host optimizer's masters and state count in MT_MAX_HOST: creating
+ * its state takes whole chunks out of the host budget (host copies give
+ * way: here, host chunks spill to NVMe, their data intact), state that
+ * does not fit fails -ENOMEM, and destroying the optimizer gives it all
+ * back. */
+Test(nvme_tier, optimizer_state_counts_in_max_host) {
+  start(8, 64, NULL, 0);
+  uint32_t *buf = malloc(REG), *want = malloc(REG);
+  cr_assert(buf && want);
+  uintptr_t a[NREG];
+  write_n(a, buf, NREG); /* 64 MiB: 8 on the GPU, the rest in host memory */
+  size_t b0 = P->host_budget, used0 = P->host_used;
+  cr_assert_gt(used0, b0 - 16 * MiB, "host memory is nearly full before the optimizer comes");
+  uint64_t spills0 = st("nvme_spills");
+  mt_optim_params_t hp;
+  mt_optim_defaults(&hp);
+  hp.state = MT_OPTIM_STATE_FP32;
+  hp.threads = 1;
+  mt_optim_t *o;
+  cr_assert_eq(mt_optim_create(&hp, &o), 0);
+  enum { N = 3 << 20 }; /* 12 MiB of FP32 weights: m and v are 24 MiB */
+  float *w = calloc(N, sizeof(float)), *g = calloc(N, sizeof(float));
+  cr_assert(w && g);
+  cr_assert_geq(mt_optim_register(o, w, N, MT_DTYPE_F32, g), 0);
+  cr_assert_eq(P->host_budget, b0 - 24 * MiB, "m and v (2 x 12 MiB) came out of MT_MAX_HOST: %zu", P->host_budget);
+  cr_assert_leq(P->host_used, P->host_budget);
+  cr_assert_gt(st("nvme_spills"), spills0, "host chunks moved to NVMe to make the room");
+  float *big = calloc((size_t)16 << 20, sizeof(float));
+  cr_assert_not_null(big);
+  cr_assert_eq(mt_optim_register(o, big, (size_t)16 << 20, MT_DTYPE_F32, big), -ENOMEM,
+               "128 MiB of state does not fit a 64 MiB budget");
+  cr_assert_eq(P->host_budget, b0 - 24 * MiB, "the refused registration took nothing");
+  cr_assert_eq(mt_optim_step(o, -1, 1.0f), 0);
+  cr_assert_eq(mt_optim_wait(o), 0);
+  mt_optim_destroy(o);
+  cr_assert_eq(P->host_budget, b0, "destroying the optimizer gave the budget back");
+  for (int i = 0; i < NREG; i++) {
+    memset(buf, 0xee, REG);
+    cr_assert_eq(get(buf, a[i], REG), 0);
+    fill(want, REG, (uint32_t)i + 1);
+    cr_assert(memcmp(buf, want, REG) == 0, "region %d survived the room the optimizer took", i);
+  }
+  free(big);
+  free(w);
+  free(g);
+  free(buf);
+  free(want);
   finish();
 }
