@@ -12,8 +12,8 @@ for only a third of the optimizer state:
     (every group in every iteration; gradient bytes = 3 x 4 x params;
     parameters updated = 3 x params);
   - the state the pool reads equals the state it writes, in total and
-    through NVMe, and is 12 bytes per parameter per iteration (FP32 master,
-    m, v); what does not fit --host-opt-mem is read and written through the
+    through NVMe, and is 8 bytes per parameter per iteration (m and v; the
+    FP32 weights are their own master, in the pager's host copy); what does not fit --host-opt-mem is read and written through the
     drive every step, and the drive's byte counts include it;
   - the weights come back: the GPU fetches at least the weights that do
     not fit it in each iteration after the first (their device copies were
@@ -56,10 +56,10 @@ check(g("host_opt_groups") == 6 and g("host_opt_handoffs") == 18, "6 groups, 18 
 check(g("host_opt_complete_iterations") == 3, "every group handed off once in each of the 3 iterations")
 check(g("host_opt_grad_bytes") == 3 * 4 * P, "gradient bytes = 3 x 4 x params (%d)" % g("host_opt_grad_bytes"))
 check(g("host_opt_params") == 3 * P, "parameters updated = 3 x params")
-check(g("host_opt_state_bytes") == 12 * P, "state = 12 bytes per parameter")
-check(g("host_opt_state_read") == g("host_opt_state_written") == 3 * 12 * P, "state read = written = 3 x 12 x params")
+check(g("host_opt_state_bytes") == 8 * P, "state = 8 bytes per parameter (m, v; fp32 weights are their own master)")
+check(g("host_opt_state_read") == g("host_opt_state_written") == 3 * 8 * P, "state read = written = 3 x 8 x params")
 nv = g("host_opt_state_nvme_bytes")
-check(nv == 12 * P - 50 * 2**20, "the state past --host-opt-mem is on NVMe (%d bytes)" % nv)
+check(nv == 8 * P - 50 * 2**20, "the state past --host-opt-mem is on NVMe (%d bytes)" % nv)
 check(g("host_opt_state_nvme_read") == g("host_opt_state_nvme_written") == 3 * nv,
       "NVMe state read = written = 3 x its bytes")
 check(g("bytes_nvme_read") >= 3 * nv and g("bytes_nvme_write") >= 3 * nv, "the drive carries the state traffic")

@@ -33,7 +33,12 @@
  * launch that reads the group's weights, so the fetch of the new weights
  * is issued after they exist.
  *
- * State placement: groups take host memory (4 + s bytes per parameter) in
+ * State: the moments (s bytes per parameter), and an FP32 master (4 more)
+ * when the weights are 16-bit; FP32 weights are their own master (the
+ * pager's host copy of them, which the update rewrites: its bytes are the
+ * pager's host memory, not the state's). Of the FP32 reference's 28 bytes,
+ * then, the master's 8 are the weights' read and write.
+ * State placement: groups take host memory in
  * the order they are first handed off until state_mem is used up; the rest
  * of a group, and every later group, lives on NVMe. Placement never
  * changes, so per step the pool reads and writes exactly the state it
@@ -93,10 +98,14 @@ static double moments_per_param(unsigned comp) {
   return comp == 0 ? 8.0 : comp == 1 ? 2.0 + 8.0 / 128 : 1.0 + 8.0 / 128;
 }
 
-double hostopt_state_per_param(unsigned comp) { return 4.0 + moments_per_param(comp); }
+/* FP32 weights are their own master: the pager's host copy, which the
+ * pool updates in place; 16-bit weights have a separate FP32 master. */
+double hostopt_state_per_param(unsigned wbytes, unsigned comp) {
+  return (wbytes == 4 ? 0.0 : 4.0) + moments_per_param(comp);
+}
 
 double hostopt_moved_per_param(unsigned wbytes, unsigned comp) {
-  return (double)wbytes + 2.0 * hostopt_state_per_param(comp) + (wbytes == 4 ? 0.0 : (double)wbytes);
+  return (double)wbytes + 2.0 * (4.0 + moments_per_param(comp)) + (wbytes == 4 ? 0.0 : (double)wbytes);
 }
 
 hostopt_t *hostopt_new(mt_device_t *dev, const hostopt_cfg_t *cfg) {
@@ -153,7 +162,7 @@ int hostopt_step(hostopt_t *h, uint64_t group, uint64_t iter, uint64_t params, u
                  uintptr_t grad_addr, uint64_t grad_bytes, mt_handle_t *done, char *err, size_t errlen) {
   mt_device_t *d = h->dev;
   const mt_device_ops_t *o = d->ops;
-  uint64_t state = (uint64_t)((double)params * hostopt_state_per_param(comp) + 0.5);
+  uint64_t state = (uint64_t)((double)params * hostopt_state_per_param(wbytes, comp) + 0.5);
   group_t *g = group_get(h, group, state);
   if (g == NULL) return -ENOMEM;
   if (g->last_iter == iter + 1) {

@@ -46,7 +46,7 @@ int hostopt_parse_name(const char *name, size_t len, unsigned *wbytes, unsigned 
 /* Bytes the pool moves per parameter and the state it keeps per parameter
  * (see hostopt.c). */
 double hostopt_moved_per_param(unsigned wbytes, unsigned comp);
-double hostopt_state_per_param(unsigned comp);
+double hostopt_state_per_param(unsigned wbytes, unsigned comp);
 
 /* NULL on ENOMEM. The device is replay's virtual one. */
 hostopt_t *hostopt_new(mt_device_t *dev, const hostopt_cfg_t *cfg);

@@ -142,7 +142,8 @@ static void usage(FILE *f) {
           "GPU memory, writing back what --writes says is dirty), launches, launches_host_mapped, host_mapped_bytes, iterations, coverage/accuracy/timeliness (null: no\n"
           "prefetcher), replay_wall_s, replay_max_rss_bytes, and per iteration (ITER\n"
           "records) iter_sim_s and iter_ideal_s; h2d_busy_s, d2h_busy_s, nvme_busy_s (bytes /\n"
-          "bandwidth); host_opt_* (hand-offs, params, grad_bytes, groups, complete_iterations:\n"
+          "bandwidth); peak_live_host_bytes, peak_live_nvme_bytes (the pager's tiers),\n"
+          "peak_host_bytes, peak_nvme_bytes (the same plus the optimizer state there); host_opt_* (hand-offs, params, grad_bytes, groups, complete_iterations:\n"
           "iterations in which every group reached the pool exactly once, state_bytes,\n"
           "state_nvme_bytes, state_read, state_written, state_nvme_read, state_nvme_written,\n"
           "busy_s, nvme_wait_s).\n"
@@ -620,6 +621,8 @@ done:
       if (pfs) snprintf(acc, sizeof acc, "%.4f", (double)used / (double)pfs);
       if (used) snprintf(tim, sizeof tim, "%.4f", used > late ? (double)(used - late) / (double)used : 0.0);
     }
+    hostopt_totals_t ht;
+    hostopt_totals(r.ho, &ht);
     if (json) {
       printf("{\"trace\":\"%s\",\"gpu_mem\":%" PRIu64 ",\"host_mem\":%" PRIu64 ",\"h2d_bw\":%.0f,\"d2h_bw\":%.0f,"
              "\"policy\":\"%s\",\"predictor\":\"%s\",\"prefetch_depth\":%u,\"writes\":\"%s\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
@@ -647,9 +650,13 @@ done:
       printf("],\"iter_ideal_s\":[");
       for (uint64_t i = 0; i < niter_marked; i++) printf("%s%.6f", i ? "," : "", (double)r.iter_kernel[i] / 1e9);
       printf("],");
-      hostopt_totals_t ht;
-      hostopt_totals(r.ho, &ht);
       /* how long each resource was busy: the one nearest sim_s binds */
+      /* peak host and NVMe bytes: the pager's tiers at their fullest plus the optimizer's state */
+      printf("\"peak_live_host_bytes\":%llu,\"peak_live_nvme_bytes\":%llu,\"peak_host_bytes\":%llu,"
+             "\"peak_nvme_bytes\":%llu,", (unsigned long long)mt_stat_get(peak_live_host_bytes),
+             (unsigned long long)mt_stat_get(peak_live_nvme_bytes),
+             (unsigned long long)(mt_stat_get(peak_live_host_bytes) + ht.state_bytes - ht.state_nvme_bytes),
+             (unsigned long long)(mt_stat_get(peak_live_nvme_bytes) + ht.state_nvme_bytes));
       printf("\"h2d_busy_s\":%.6f,\"d2h_busy_s\":%.6f,\"nvme_busy_s\":%.6f,", (double)t.bytes_h2d / h2d,
              (double)t.bytes_d2h / d2h, (double)t.bytes_nvme_read / nvme_rd + (double)t.bytes_nvme_write / nvme_wr);
       printf("\"host_opt_handoffs\":%" PRIu64 ",\"host_opt_gparams_per_s\":%.3f,\"host_opt_mem\":%.0f,"
@@ -697,8 +704,6 @@ done:
         printf("  iteration %-4" PRIu64 " %10.3f s simulated, %10.3f s ideal, %5.1f %% of ideal\n", i, is, ii,
                is > 0 ? 100 * ii / is : 100.0);
       }
-      hostopt_totals_t ht;
-      hostopt_totals(r.ho, &ht);
       if (ht.steps)
         printf("  host optimizer   %" PRIu64 " hand-offs, %.3g params, %.3f GB of gradients in; state %.3f GB "
                "(%.3f GB on NVMe); pool busy %.3f s (%.4g G params/s FP32), waited %.3f s for NVMe\n",

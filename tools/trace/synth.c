@@ -792,9 +792,11 @@ static int generate(const synth_model_t *m, const char *out, uint64_t iterations
   }
   per_iter = st.launches / iterations;
   uint64_t opt_per_iter = m->host_opt ? s.host_steps / iterations : s.np;
-  /* the host optimizer's memory: fp32 masters and the two moments */
+  /* the host optimizer's memory: the two moments, and fp32 masters for
+   * 16-bit weights (fp32 weights are their own master, in the pager's host copy) */
   uint64_t host_state = 0;
-  for (uint32_t i = 0; i < s.np; i++) host_state += s.p[i].n * 4 + 2 * moment_bytes(s.p[i].n, m->compress);
+  for (uint32_t i = 0; i < s.np; i++)
+    host_state += (m->dtype == 4 ? 0 : s.p[i].n * 4) + 2 * moment_bytes(s.p[i].n, m->compress);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   struct stat sb;
   uint64_t fbytes = stat(out, &sb) == 0 ? (uint64_t)sb.st_size : 0;
@@ -810,8 +812,9 @@ static int generate(const synth_model_t *m, const char *out, uint64_t iterations
   if (m->host_opt) {
     printf("  persistent bytes: %llu (%.2f GiB: weights; gradients live until their hand-off)\n",
            (unsigned long long)st.persistent_bytes, gib(st.persistent_bytes));
-    printf("  host optimizer state: %llu (%.2f GiB: fp32 masters, %s m and v), %llu gradient bytes to the host "
-           "per step\n", (unsigned long long)host_state, gib(host_state), comp[m->compress],
+    printf("  host optimizer state: %llu (%.2f GiB: %s%s m and v), %llu gradient bytes to the host "
+           "per step\n", (unsigned long long)host_state, gib(host_state), m->dtype == 4 ? "" : "fp32 masters, ",
+           comp[m->compress],
            (unsigned long long)(s.params * m->dtype));
   } else {
     printf("  persistent bytes: %llu (%.2f GiB: weights, grads, %s%s Adam m and v)\n",
