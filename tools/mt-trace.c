@@ -20,6 +20,7 @@ static const struct command {
     {"replay", mt_cmd_replay, "replay a trace through the pager's policy under other budgets and bandwidths"},
     {"import-g10", mt_cmd_import_g10, "convert a G10 trace into an mtalloc trace"},
     {"synth", mt_cmd_synth, "write a synthetic training trace"},
+    {"plan", mt_cmd_plan, "the fastest way to train a model on a machine (synth + replay; --help)"},
 };
 
 static void usage(FILE *f) {
