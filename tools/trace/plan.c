@@ -27,8 +27,8 @@
  *   host pool     parameters / (--host-opt-gparams-per-s scaled by bytes
  *                 moved, hostopt.c).
  * The --top best by that bound are replayed (`mt-trace replay`, the
- * library's pager, predictor and policies on the virtual clock: chunks of
- * 1/64 of the GPU from 2 to 256 MiB, the correlation predictor, access-aware writes, --iterations
+ * library's pager, predictor and policies on the virtual clock: chunks
+ * from 2 to 256 MiB (chunk_for), the correlation predictor, access-aware writes, --iterations
  * steps, the last one measured), and the fastest replay wins. Host memory
  * is split: the pager's host tier gets the weights (plus spill and
  * accumulated gradients) and a margin, the optimizer's state the rest;
@@ -70,6 +70,7 @@ typedef struct cand {
   double ideal_s, ideal0_s;   /* per step: the trace's kernels; the compute-bound ideal */
   uint64_t params, dtype, persistent, transient, state;
   uint64_t tokens;            /* per step */
+  uint64_t act;               /* bytes of one activation (micro-batch tokens x hidden x dtype) */
   /* analytic */
   double bound_s;
   int bound_res;
@@ -255,6 +256,7 @@ static int synth(plan_t *p, cand_t *c, bool ideal) {
   c->tokens = (uint64_t)c->mb * c->ga * s;
   const char *d = strstr(out, "16-bit weights");
   c->dtype = d ? 2 : 4;
+  c->act = (uint64_t)c->mb * s * (uint64_t)num_after(out, "hidden") * c->dtype;
   return isnan(t) ? 1 : 0;
 }
 
@@ -302,11 +304,13 @@ static void bound(const plan_t *p, cand_t *c) {
     if (t[r] > c->bound_s) c->bound_s = t[r], c->bound_res = r;
 }
 
-/* The paging unit: 1/64 of the GPU, a power of two from 2 MiB to 256 MiB
- * (large chunks keep a 100B replay to seconds; small GPUs need small ones). */
-static uint64_t chunk_for(uint64_t gpu) {
+/* The paging unit: a power of two from 2 MiB to 256 MiB, at most 1/64 of
+ * the GPU and a quarter of one activation tensor (act), so that rounding
+ * tensors up to whole chunks wastes little (large chunks keep a 100B replay
+ * to seconds; small GPUs and small tensors need small ones). */
+static uint64_t chunk_for(uint64_t gpu, uint64_t act) {
   uint64_t c = 2ull << 20;
-  while (c < (256ull << 20) && c * 2 <= gpu / 64) c *= 2;
+  while (c < (256ull << 20) && c * 2 <= gpu / 64 && c * 2 <= act / 4) c *= 2;
   return c;
 }
 
@@ -333,10 +337,10 @@ static int replay(plan_t *p, cand_t *c) {
   snprintf(rd, sizeof rd, "%.0f", p->nrd);
   snprintf(wr, sizeof wr, "%.0f", p->nwr);
   snprintf(rate, sizeof rate, "%.6g", p->rate);
-  snprintf(ch, sizeof ch, "%llu", (unsigned long long)chunk_for(p->gpu));
+  snprintf(ch, sizeof ch, "%llu", (unsigned long long)chunk_for(p->gpu, c->act));
   /* the NVMe tier behind the pager's host memory, where its staging (a few
    * chunks) is a small part of that memory */
-  bool tier = c->spills || c->pager_host >= 64 * chunk_for(p->gpu);
+  bool tier = c->spills || c->pager_host >= 64 * chunk_for(p->gpu, c->act);
   const char *args[] = {p->self, "replay", path, "--gpu-mem", gpu, "--host-mem", host, "--host-opt-mem", om,
                         "--chunk", ch, "--pcie-bw", pcie, "--nvme-read-bw", rd,
                         "--nvme-write-bw", wr, "--host-opt-gparams-per-s", rate, "--predictor", "correlation",
@@ -405,7 +409,7 @@ static void print_text(const plan_t *p, unsigned replayed) {
          "NVMe %.1f GB\n", 100 * b->busy[R_GPU], 100 * b->busy[R_H2D], 100 * b->busy[R_D2H], 100 * b->busy[R_NVME],
          100 * b->busy[R_POOL], (double)b->peak_host / 1e9, (double)b->peak_nvme / 1e9);
   printf("settings:\n  MT_MAX_VRAM=%llu MT_MAX_HOST=%llu MT_CHUNK=%llu MT_PREDICTOR=correlation",
-         (unsigned long long)p->gpu, (unsigned long long)b->pager_host, (unsigned long long)chunk_for(p->gpu));
+         (unsigned long long)p->gpu, (unsigned long long)b->pager_host, (unsigned long long)chunk_for(p->gpu, b->act));
   if (b->host) printf(" MT_OPTIMIZER=host MT_OPTIMIZER_COMPRESSION=%s", COMP[b->comp]);
   if (b->spills || b->state_nvme) printf(" MT_OFFLOAD_DIR=<the NVMe RAID's folder>");
   printf("\n");
