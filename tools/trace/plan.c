@@ -26,7 +26,8 @@
  *                 host memory, both ways per micro-batch;
  *   host pool     parameters / (--host-opt-gparams-per-s scaled by bytes
  *                 moved, hostopt.c).
- * The --top best by that bound are replayed (`mt-trace replay`, the
+ * The --top best by that bound, taking turns between checkpointing off and
+ * on, are replayed (`mt-trace replay`, the
  * library's pager, predictor and policies on the virtual clock: chunks
  * from 2 to 256 MiB (chunk_for), the correlation predictor, access-aware writes, --iterations
  * steps, the last one measured), and the fastest replay wins. Host memory
@@ -386,6 +387,28 @@ static int by_replay(const void *a, const void *b) {
   return x > y ? -1 : x < y;
 }
 
+/* Reorders the bound-sorted candidates to take turns between checkpointing
+ * off and on (each side keeping its own order): the bound assumes perfect
+ * overlap and cannot see the pager's stalls, which differ most between the
+ * two, so the replays must see the best of both. */
+static void alternate(plan_t *p) {
+  static cand_t tmp[MAXC];
+  unsigned k = 0, i0 = 0, i1 = 0;
+  bool first = p->n && p->c[0].ckpt != 0; /* the best bound first, whichever side */
+  while (k < p->n) {
+    bool want = k % 2 == 0 ? first : !first;
+    unsigned *i = want ? &i1 : &i0;
+    while (*i < p->n && (p->c[*i].ckpt != 0) != want) (*i)++;
+    if (*i == p->n) { /* this side is used up: the other one's next */
+      want = !want;
+      i = want ? &i1 : &i0;
+      while (*i < p->n && (p->c[*i].ckpt != 0) != want) (*i)++;
+    }
+    tmp[k++] = p->c[(*i)++];
+  }
+  memcpy(p->c, tmp, p->n * sizeof tmp[0]);
+}
+
 static void describe(const cand_t *c, char *buf, size_t n) {
   snprintf(buf, n, "micro_batch %u x grad_accum %u (%llu tokens/step), checkpoint %s, optimizer %s, state %s",
            c->mb, c->ga, (unsigned long long)c->tokens, c->ckpt ? "every layer" : "off", c->host ? "host" : "gpu",
@@ -633,6 +656,7 @@ int mt_cmd_plan(int argc, char **argv) {
   }
   for (unsigned i = 0; i < p.n; i++) bound(&p, &p.c[i]);
   qsort(p.c, p.n, sizeof p.c[0], by_bound);
+  alternate(&p);
   unsigned nr = p.top < p.n ? p.top : p.n;
   for (unsigned i = 0; i < nr; i++) {
     replay(&p, &p.c[i]);
