@@ -129,7 +129,7 @@ static void usage(FILE *f) {
           "  --max-step-tokens N     tokens per optimizer step at most (default 1000000)\n"
           "  --state-compression none|8bit|4bit\n"
           "                          only this compression (default: search all three)\n"
-          "  --top N                 candidates to replay (default 6)\n"
+          "  --top N                 candidates to replay (default 10)\n"
           "  --iterations N          steps per replay; the last is measured (default 2)\n"
           "  --json                  one JSON object instead of text\n"
           "  -h, --help              this help\n"
@@ -522,7 +522,7 @@ int mt_cmd_plan(int argc, char **argv) {
   p.rate = 10;
   p.max_tokens = 1000000;
   p.only_comp = -1;
-  p.top = 6;
+  p.top = 10;
   p.iterations = 2;
   bool json = false;
   optind = 1;
