@@ -26,8 +26,8 @@
  *                 host memory, both ways per micro-batch;
  *   host pool     parameters / (--host-opt-gparams-per-s scaled by bytes
  *                 moved, hostopt.c).
- * The --top best by that bound, taking turns between checkpointing off and
- * on, are replayed (`mt-trace replay`, the
+ * The --top best by that bound, the best of each (checkpointing,
+ * micro-batch) pair first, are replayed (`mt-trace replay`, the
  * library's pager, predictor and policies on the virtual clock: chunks
  * from 2 to 256 MiB (chunk_for), the correlation predictor, access-aware writes, --iterations
  * steps, the last one measured), and the fastest replay wins. Host memory
@@ -387,25 +387,26 @@ static int by_replay(const void *a, const void *b) {
   return x > y ? -1 : x < y;
 }
 
-/* Reorders the bound-sorted candidates to take turns between checkpointing
- * off and on (each side keeping its own order): the bound assumes perfect
- * overlap and cannot see the pager's stalls, which differ most between the
- * two, so the replays must see the best of both. */
-static void alternate(plan_t *p) {
+/* Reorders the bound-sorted candidates so that the first ones are the best
+ * bound of each (checkpointing, micro-batch) pair, best first, then the
+ * rest in bound order: the bound assumes perfect overlap and cannot see
+ * the pager's stalls, which differ most with checkpointing and the
+ * micro-batch's size, so the replays must see each of those. */
+static void diversify(plan_t *p) {
   static cand_t tmp[MAXC];
-  unsigned k = 0, i0 = 0, i1 = 0;
-  bool first = p->n && p->c[0].ckpt != 0; /* the best bound first, whichever side */
-  while (k < p->n) {
-    bool want = k % 2 == 0 ? first : !first;
-    unsigned *i = want ? &i1 : &i0;
-    while (*i < p->n && (p->c[*i].ckpt != 0) != want) (*i)++;
-    if (*i == p->n) { /* this side is used up: the other one's next */
-      want = !want;
-      i = want ? &i1 : &i0;
-      while (*i < p->n && (p->c[*i].ckpt != 0) != want) (*i)++;
-    }
-    tmp[k++] = p->c[(*i)++];
+  static bool used[MAXC];
+  bool seen[2][32] = {{false}};
+  unsigned k = 0;
+  memset(used, 0, sizeof used);
+  for (unsigned i = 0; i < p->n; i++) {
+    unsigned side = p->c[i].ckpt != 0, mb = p->c[i].mb < 32 ? p->c[i].mb : 31;
+    if (seen[side][mb]) continue;
+    seen[side][mb] = true;
+    used[i] = true;
+    tmp[k++] = p->c[i];
   }
+  for (unsigned i = 0; i < p->n; i++)
+    if (!used[i]) tmp[k++] = p->c[i];
   memcpy(p->c, tmp, p->n * sizeof tmp[0]);
 }
 
@@ -656,7 +657,7 @@ int mt_cmd_plan(int argc, char **argv) {
   }
   for (unsigned i = 0; i < p.n; i++) bound(&p, &p.c[i]);
   qsort(p.c, p.n, sizeof p.c[0], by_bound);
-  alternate(&p);
+  diversify(&p);
   unsigned nr = p.top < p.n ? p.top : p.n;
   for (unsigned i = 0; i < nr; i++) {
     replay(&p, &p.c[i]);
