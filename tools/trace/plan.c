@@ -73,8 +73,8 @@ typedef struct cand {
   uint64_t tokens;            /* per step */
   uint64_t act;               /* bytes of one activation (micro-batch tokens x hidden x dtype) */
   /* analytic */
-  double bound_s;
-  int bound_res;
+  double bound_s;            /* the analytic step time: its busiest resource, perfect overlap */
+  int bound_res;              /* the resource that sets bound_s */
   uint64_t pager_host, opt_host, state_nvme;
   bool spills;                /* the pager's host tier needs NVMe behind it */
   /* replay */
@@ -131,7 +131,7 @@ static void usage(FILE *f) {
           "                          only this compression (default: search all three)\n"
           "  --top N                 candidates to replay (default 10)\n"
           "  --iterations N          steps per replay; the last is measured (default 2)\n"
-          "  --json                  one JSON object instead of text\n"
+          "  --json                  one JSON object: the replayed candidates, fastest first\n"
           "  -h, --help              this help\n"
           "\n"
           "SIZE takes binary suffixes (128G = 128 GiB), B decimal ones (55G = 55e9).\n"
@@ -463,13 +463,14 @@ static void print_json(const plan_t *p, unsigned replayed) {
            "\"tokens_per_step\":%llu,\"failed\":%s,\"tokens_per_s\":%.3f,\"ideal_tokens_per_s\":%.3f,"
            "\"pct_of_ideal\":%.2f,\"binding\":\"%s\",\"busy_gpu\":%.4f,\"busy_h2d\":%.4f,\"busy_d2h\":%.4f,"
            "\"busy_nvme\":%.4f,\"busy_host_opt\":%.4f,\"peak_host_bytes\":%llu,\"peak_nvme_bytes\":%llu,"
-           "\"mt_max_host\":%llu,\"host_opt_mem\":%llu,\"params\":%llu,\"step_s\":%.6f}",
+           "\"mt_max_host\":%llu,\"host_opt_mem\":%llu,\"params\":%llu,\"step_s\":%.6f,\"bound_s\":%.6f,"
+           "\"bound_binding\":\"%s\"}",
            i ? "," : "", c->mb, c->ga, c->ckpt, c->host ? "host" : "gpu", COMP[c->comp],
            (unsigned long long)c->tokens, c->failed ? "true" : "false", tps(c), ideal_tps(c),
            100 * tps(c) / ideal_tps(c), RES[c->bind], c->busy[R_GPU], c->busy[R_H2D], c->busy[R_D2H],
            c->busy[R_NVME], c->busy[R_POOL], (unsigned long long)c->peak_host, (unsigned long long)c->peak_nvme,
            (unsigned long long)c->pager_host, (unsigned long long)c->opt_host, (unsigned long long)c->params,
-           c->step_s);
+           c->step_s, c->bound_s, RES[c->bound_res]);
   }
   printf("]}\n");
 }
