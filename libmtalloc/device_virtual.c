@@ -236,6 +236,28 @@ static void vd_nvme_io(mt_device_t *d, bool write, size_t bytes) {
   else v->t.bytes_nvme_read += bytes;
 }
 
+uint64_t _mt_vdev_nvme_async(mt_device_t *d, bool write, uint64_t bytes, uint64_t not_before) {
+  vdev_t *v = V(d);
+  if (bytes == 0) return not_before;
+  double bw = write ? v->cfg.nvme_write_bw : v->cfg.nvme_read_bw;
+  if (!(bw > 0)) bw = 3.2e9;
+  uint64_t start = v->link_ns[2] > not_before ? v->link_ns[2] : not_before;
+  uint64_t end = start + v->cfg.copy_latency_ns + (uint64_t)((double)bytes / bw * 1e9);
+  v->link_ns[2] = end;
+  seen(v, end);
+  if (write) v->t.bytes_nvme_write += bytes;
+  else v->t.bytes_nvme_read += bytes;
+  return end;
+}
+
+int _mt_vdev_stream_wait_until(mt_device_t *d, mt_handle_t s, uint64_t t) {
+  uint64_t *sn = stream_slot(V(d), s);
+  if (sn == NULL) return -ENOMEM;
+  if (*sn < t) *sn = t;
+  seen(V(d), t);
+  return 0;
+}
+
 static const mt_device_ops_t vdev_ops = {
   .reserve = vd_reserve,
   .unreserve = vd_unreserve,

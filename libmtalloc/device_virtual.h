@@ -11,6 +11,7 @@
 #ifndef MT_DEVICE_VIRTUAL_H
 #define MT_DEVICE_VIRTUAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "device.h"
@@ -48,6 +49,13 @@ int _mt_vdev_kernel(mt_device_t *d, mt_handle_t s, uint64_t dur_ns);
 uint64_t _mt_vdev_app_time(mt_device_t *d);
 /* When stream s has finished everything issued on it so far. */
 uint64_t _mt_vdev_stream_time(mt_device_t *d, mt_handle_t s);
+/* A transfer on the NVMe drive that the host does not wait for (the host
+ * optimizer's state, mt-trace replay's hostopt.c): it queues with the
+ * pager's NVMe transfers, starts no earlier than not_before, and counts in
+ * bytes_nvme_read / bytes_nvme_write. Returns when it ends. */
+uint64_t _mt_vdev_nvme_async(mt_device_t *d, bool write, uint64_t bytes, uint64_t not_before);
+/* Stream s starts its next work no earlier than t (virtual ns). 0 or -ENOMEM. */
+int _mt_vdev_stream_wait_until(mt_device_t *d, mt_handle_t s, uint64_t t);
 /* Finishes every timeline and returns the totals. */
 void _mt_vdev_totals(mt_device_t *d, mt_vdev_totals_t *out);
 

@@ -73,8 +73,10 @@ int _mt_host_write(uintptr_t addr, const void *src, size_t n) {
     rc = -EINVAL;
   } else if (_mt_capture_active(p)) {
     rc = -EBUSY; /* no waits or mapping changes during a capture */
-  } else if (_mt_region_held(p, r, true)) {
+  } else if (src != NULL && _mt_region_held(p, r, true)) {
     rc = -EIO;
+  } else if (src == NULL && (r->kind == REG_SMALL || r->escaped)) {
+    rc = 0; /* replay: a region that never leaves the device has no copy to drop */
   } else if (r->kind == REG_SMALL || r->escaped) {
     /* never leaves the device: write it there */
     rc = _mt_copy_wait(p, addr, (uintptr_t)src, n, p->h2d);
@@ -115,7 +117,7 @@ int _mt_host_write(uintptr_t addr, const void *src, size_t n) {
         if ((rc = _mt_chunk_host_back(p, c)) < 0) break; /* reads the rest back */
       }
       if (c->nv != NULL) _mt_nv_drop(p, c); /* the NVMe copy is stale now */
-      rc = host_copy_in(p, c, lo - cs, (const uint8_t *)src + (lo - addr), hi - lo);
+      if (src != NULL) rc = host_copy_in(p, c, lo - cs, (const uint8_t *)src + (lo - addr), hi - lo);
       if (rc == 0 && p->nv != NULL) p->pol_ops->touch(p->nv->hpol, &c->node);
     }
     mt_stat_add(host_write_bytes, n);

@@ -61,7 +61,11 @@ void _mt_pager_device(uint64_t *ctx, int *ordinal);
  * use fetches the new bytes and a clean eviction costs nothing. Waits for
  * work in flight that uses the region. Small and escaped regions are
  * written on the device. 0, -ENOENT (not ours), -EINVAL (not inside one
- * allocation), -EBUSY (a capture is active), -ENOMEM (host budget). */
+ * allocation), -EBUSY (a capture is active), -ENOMEM (host budget).
+ * src NULL is for mt-trace replay's virtual device, which has no bytes: the
+ * chunks move as above without a copy and without waiting for the work in
+ * flight (replay orders the next use after the optimizer itself), and a
+ * small region is left as it is. */
 int _mt_host_write(uintptr_t addr, const void *src, size_t n);
 /* Reads n bytes of a region at addr into host memory dst (any host memory),
  * fetching what is not on the GPU; returns when the bytes are there. The

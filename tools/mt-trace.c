@@ -21,12 +21,20 @@ static const struct command {
     {"import-g10", mt_cmd_import_g10, "convert a G10 trace into an mtalloc trace"},
     {"synth", mt_cmd_synth, "write a synthetic training trace"},
     {"perturb", mt_cmd_perturb, "rewrite a trace less regularly: jittered kernels, eval passes, branches"},
+    {"plan", mt_cmd_plan, "the fastest way to train a model on a machine (synth + replay; --help)"},
 };
 
 static void usage(FILE *f) {
   fputs("usage: mt-trace COMMAND [ARGS]\n"
         "\n"
-        "Study traces recorded with MT_TRACE=path.\n"
+        "Study traces recorded with MT_TRACE=path, write synthetic ones (synth), and\n"
+        "plan a training run before buying the machine:\n"
+        "  mt-trace plan --model CONF --gpu-mem SIZE --host-mem SIZE --pcie-bw B\n"
+        "                --nvme-read-bw B --nvme-write-bw B [--gpu-tflops T]\n"
+        "                [--host-opt-gparams-per-s P] [--json]\n"
+        "prints the fastest configuration as MT_* settings and training flags, its\n"
+        "tokens/s and share of the compute-bound ideal, the resource that binds, and\n"
+        "why the next best lose (or which resource is short, and by how much).\n"
         "\n"
         "commands:\n",
         f);

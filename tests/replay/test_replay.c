@@ -2,11 +2,13 @@
  * virtual-clock device's schedule (links, streams, events, host waits) and
  * the Belady bound on small access sequences (dead chunks dropped free,
  * pinned chunks of the current launch never chosen, frees, infeasible
- * launches). */
+ * launches), and the host optimizer pool's costs (hostopt.c). */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <string.h>
 
 #include "belady.h"
+#include "hostopt.h"
 #include "device_virtual.h"
 
 Test(vdev, hand_computed_schedule) {
@@ -172,4 +174,58 @@ Test(belady, cyclic_sweep_matches_the_closed_form) {
   cr_assert_geq(r.fetches, 11);
   cr_assert_leq(r.fetches, 12);
   cr_assert_leq(r.writebacks, r.fetches + 1);
+}
+
+/* The host optimizer pool (hostopt.c): bytes per parameter, names, and one
+ * step's schedule worked out by hand. */
+Test(hostopt, bytes_per_parameter) {
+  /* FP32 weights and state: 4 gradient + 2 x (4 master + 8 moments) = 28 */
+  cr_assert_float_eq(hostopt_moved_per_param(4, 0), 28.0, 1e-12);
+  /* bf16: 2 + 24 + 2 (the rounded weights written back) */
+  cr_assert_float_eq(hostopt_moved_per_param(2, 0), 28.0, 1e-12);
+  /* 8-bit moments: 2 + 8/128 bytes; 4-bit: 1 + 8/128 */
+  cr_assert_float_eq(hostopt_moved_per_param(4, 1), 4 + 2 * (4 + 2.0625), 1e-12);
+  cr_assert_float_eq(hostopt_moved_per_param(4, 2), 4 + 2 * (4 + 1.0625), 1e-12);
+  /* state kept: the moments, plus a master only for 16-bit weights */
+  cr_assert_float_eq(hostopt_state_per_param(4, 0), 8.0, 1e-12);
+  cr_assert_float_eq(hostopt_state_per_param(2, 2), 5.0625, 1e-12);
+}
+
+Test(hostopt, names) {
+  unsigned w, c;
+  const char *ok = "mt_host_optimizer w=2 state=8bit", *bad = "mt_host_optimizer w=3 state=none";
+  cr_assert_eq(hostopt_parse_name(ok, strlen(ok), &w, &c), 1);
+  cr_assert(w == 2 && c == 1);
+  cr_assert_eq(hostopt_parse_name(bad, strlen(bad), &w, &c), -EINVAL);
+  cr_assert_eq(hostopt_parse_name("gemm_fwd", 8, &w, &c), 0);
+}
+
+Test(hostopt, one_step_schedule) {
+  /* 1e9 params, FP32, pool at 10 G params/s: 100 ms; gradients 4 GB over a
+   * 4 GB/s d2h link: 1 s, after stream 0's 500 ms kernel; 1 GB of the 8 GB
+   * of state on NVMe (host room 7 GB), read at 1 GB/s from 0 (1 s, in
+   * time), written at 0.5 GB/s after the update (2 s). */
+  mt_vdev_config_t cfg = {.gpu_mem = 1ull << 40, .h2d_bw = 4e9, .d2h_bw = 4e9, .nvme_read_bw = 1e9,
+                          .nvme_write_bw = 0.5e9};
+  mt_device_t *d = _mt_vdev_new(&cfg);
+  hostopt_cfg_t hc = {.gparams_per_s = 10, .state_mem = 7000000000ull};
+  hostopt_t *h = hostopt_new(d, &hc);
+  cr_assert_not_null(h);
+  uintptr_t dev;
+  cr_assert_eq(d->ops->reserve(d, 1 << 22, 1 << 21, &dev), 0);
+  cr_assert_eq(_mt_vdev_kernel(d, 0, 500000000), 0);
+  mt_handle_t done;
+  char err[128];
+  cr_assert_eq(hostopt_step(h, 7, 0, 1000000000, 4, 0, dev, 4000000000ull, &done, err, sizeof err), 0);
+  cr_assert_eq(_mt_vdev_stream_time(d, HOSTOPT_STREAM), 1500000000ull + 100000000ull);
+  cr_assert_eq(hostopt_end_ns(h), 1600000000ull + 2000000000ull);
+  cr_assert_eq(hostopt_step(h, 7, 0, 1000000000, 4, 0, dev, 4000000000ull, &done, err, sizeof err), -EINVAL);
+  hostopt_totals_t t;
+  hostopt_totals(h, &t);
+  cr_assert(t.state_bytes == 8000000000ull && t.state_nvme_bytes == 1000000000ull && t.steps == 1);
+  hostopt_end_iteration(h, 0);
+  hostopt_totals(h, &t);
+  cr_assert_eq(t.groups_complete, 1);
+  hostopt_free(h);
+  _mt_vdev_free(d);
 }

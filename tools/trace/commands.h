@@ -16,6 +16,7 @@ int mt_cmd_replay(int argc, char **argv);
 int mt_cmd_import_g10(int argc, char **argv);
 int mt_cmd_synth(int argc, char **argv);
 int mt_cmd_perturb(int argc, char **argv);
+int mt_cmd_plan(int argc, char **argv);
 
 /* progress.c: a progress bar on stderr when it is a terminal, nothing
  * otherwise. done/total in any unit. */

@@ -22,6 +22,14 @@
  * for reading, so a chunk with a current host copy stays clean and is
  * evicted without a copy. Unknown kinds (recorded traces, version 1) count
  * as written in both modes.
+ *
+ * The host optimizer (synth's optimizer_placement = host): a launch of a
+ * function named "mt_host_optimizer ..." is no kernel but a parameter
+ * group's hand-off; hostopt.c runs it on the host pool (gradients to the
+ * host, state through the NVMe drive, the update), the weights' device
+ * copies are dropped stale (_mt_host_write with no bytes), and the first
+ * launch that reads those weights again waits (on the host) for the
+ * update's end, so their fetch brings the new weights.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -36,6 +44,7 @@
 #include "belady.h"
 #include "commands.h"
 #include "device_virtual.h"
+#include "hostopt.h"
 #include "internal.h"
 #include "pager.h"
 #include "pager_internal.h"
@@ -62,6 +71,11 @@ typedef struct replay {
   bool *keyw;              /* scratch: whether the launch may write each */
   size_t nkeys_cap;
   bool writes_aware;       /* --writes aware: spans only read leave chunks clean */
+  hostopt_t *ho;           /* the host optimizer pool */
+  mt_handle_t *wev;        /* region id -> the update its weights wait for (0: none) */
+  uint8_t *hfunc;          /* function id -> 0, or 1 + (wbytes << 2 | comp) for a hand-off */
+  size_t nfunc;
+  uint64_t handoffs;
   char err[256];
 } replay_t;
 
@@ -106,6 +120,13 @@ static void usage(FILE *f) {
           "                        cuMemUnmap may wait for the device): unmaps are ordered\n"
           "                        after the pager's in-flight fetch copies (unmap_waits);\n"
           "                        off: a driver whose unmaps never wait, no ordering\n"
+          "  --host-opt-gparams-per-s P\n"
+          "                        the host optimizer pool's throughput with FP32 state, in\n"
+          "                        1e9 parameters/s (default 10); compressed state runs at\n"
+          "                        P x 28 / (bytes it moves per parameter), see hostopt.c\n"
+          "  --host-opt-mem SIZE   host memory for its FP32 masters and moments (default: all\n"
+          "                        of them fit); the rest is read and written through the\n"
+          "                        NVMe drive (--nvme-read-bw, --nvme-write-bw) every step\n"
           "  --json                one JSON object instead of text\n"
           "  -h, --help            this help\n"
           "\n"
@@ -120,7 +141,12 @@ static void usage(FILE *f) {
           "belady_bytes (bytes MIN eviction with perfect knowledge moves within the same\n"
           "GPU memory, writing back what --writes says is dirty), launches, launches_host_mapped, host_mapped_bytes, iterations, coverage/accuracy/timeliness (null: no\n"
           "prefetcher), replay_wall_s, replay_max_rss_bytes, and per iteration (ITER\n"
-          "records) iter_sim_s and iter_ideal_s.\n"
+          "records) iter_sim_s and iter_ideal_s; h2d_busy_s, d2h_busy_s, nvme_busy_s (bytes /\n"
+          "bandwidth); peak_live_host_bytes, peak_live_nvme_bytes (the pager's tiers),\n"
+          "peak_host_bytes, peak_nvme_bytes (the same plus the optimizer state there); host_opt_* (hand-offs, params, grad_bytes, groups, complete_iterations:\n"
+          "iterations in which every group reached the pool exactly once, state_bytes,\n"
+          "state_nvme_bytes, state_read, state_written, state_nvme_read, state_nvme_written,\n"
+          "busy_s, nvme_wait_s).\n"
           "Exit: 0 ok, 2 bad option or trace, 1 the workload cannot run in that memory.\n");
 }
 
@@ -151,8 +177,12 @@ static int grow_regions(replay_t *r, uint64_t id) {
   uint32_t *c = realloc(r->nchunks, n * sizeof(*c));
   if (c == NULL) return -ENOMEM;
   r->nchunks = c;
+  mt_handle_t *w = realloc(r->wev, n * sizeof(*w));
+  if (w == NULL) return -ENOMEM;
+  r->wev = w;
   memset(r->addr + r->nregions, 0, (n - r->nregions) * sizeof(*a));
   memset(r->nchunks + r->nregions, 0, (n - r->nregions) * sizeof(*c));
+  memset(r->wev + r->nregions, 0, (n - r->nregions) * sizeof(*w));
   r->nregions = n;
   return 0;
 }
@@ -190,6 +220,11 @@ static int do_launch(replay_t *r, const mt_trace_launch_t *l, uint64_t dur, uint
       if (addrs != stackbuf) free(addrs);
       if (write != stackw) free(write);
       return -EINVAL;
+    }
+    if (r->wev[id] != 0) {
+      /* the host optimizer's new weights: issue nothing that reads them before they exist */
+      r->dev->ops->event_sync(r->dev, r->wev[id]);
+      r->wev[id] = 0;
     }
     write[n] = kinds == NULL || kinds[i] != MT_ACC_READ;
     addrs[n++] = r->addr[id] + foot[i].offset;
@@ -233,6 +268,53 @@ static int do_launch(replay_t *r, const mt_trace_launch_t *l, uint64_t dur, uint
   return 0;
 }
 
+/* A hand-off to the host optimizer (hostopt.h): the read spans are the
+ * gradients, the written ones the weights. */
+static int do_handoff(replay_t *r, const mt_trace_launch_t *l, unsigned code, uint64_t off) {
+  const mt_trace_span_t *foot = mt_trace_launch_spans(l);
+  const uint8_t *kinds = mt_trace_launch_kinds(l);
+  unsigned wb = code >> 2, comp = code & 3;
+  uint64_t gbytes = 0, wbytes = 0, group = 0;
+  uintptr_t gaddr = 0;
+  for (uint32_t i = 0; i < l->nfoot; i++) {
+    uint64_t id = foot[i].region;
+    if (id >= r->nregions || r->addr[id] == 0 || kinds == NULL ||
+        (kinds[i] != MT_ACC_READ && kinds[i] != MT_ACC_WRITE)) {
+      snprintf(r->err, sizeof(r->err), "byte %" PRIu64 ": host optimizer hand-off with a span that is %s", off,
+               kinds == NULL ? "of no access kind (a version 1 trace)" : "not allocated, or neither read nor written");
+      return -EINVAL;
+    }
+    if (kinds[i] == MT_ACC_READ) {
+      gbytes += foot[i].bytes;
+      if (gaddr == 0) gaddr = r->addr[id] + foot[i].offset;
+    } else {
+      wbytes += foot[i].bytes;
+      if (group == 0) group = id;
+    }
+  }
+  if (group == 0 || gbytes != wbytes) {
+    snprintf(r->err, sizeof(r->err), "byte %" PRIu64 ": host optimizer hand-off of %" PRIu64 " gradient bytes "
+             "for %" PRIu64 " weight bytes (they must match)", off, gbytes, wbytes);
+    return -EINVAL;
+  }
+  mt_handle_t done;
+  uint64_t iter = r->iterations ? r->iterations - 1 : 0;
+  int rc = hostopt_step(r->ho, group, iter, wbytes / wb, wb, comp, gaddr, gbytes, &done, r->err, sizeof(r->err));
+  if (rc < 0) return rc;
+  for (uint32_t i = 0; i < l->nfoot; i++) {
+    if (kinds[i] != MT_ACC_WRITE) continue;
+    uint64_t id = foot[i].region;
+    if ((rc = _mt_host_write(r->addr[id] + foot[i].offset, NULL, foot[i].bytes)) < 0) {
+      snprintf(r->err, sizeof(r->err), "byte %" PRIu64 ": the host optimizer's write-back of region %" PRIu64
+               " fails: %s", off, id, strerror(-rc));
+      return rc;
+    }
+    r->wev[id] = done;
+  }
+  r->handoffs++;
+  return 0;
+}
+
 int mt_cmd_replay(int argc, char **argv) {
   static const struct option opts[] = {
     {"gpu-mem", required_argument, 0, 'g'},  {"host-mem", required_argument, 0, 'm'},
@@ -246,9 +328,12 @@ int mt_cmd_replay(int argc, char **argv) {
     {"unmap-sync", required_argument, 0, 'U'},
     {"nvme-mem", required_argument, 0, 'N'},
     {"writes", required_argument, 0, 'W'},
+    {"host-opt-gparams-per-s", required_argument, 0, 'O'},
+    {"host-opt-mem", required_argument, 0, 'S'},
     {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
   };
-  uint64_t gpu = 0, host = 0, chunk = 0, iters = UINT64_MAX, nvme_mem = 0;
+  uint64_t gpu = 0, host = 0, chunk = 0, iters = UINT64_MAX, nvme_mem = 0, opt_mem = UINT64_MAX;
+  double opt_rate = 10;
   double h2d = 25e9, d2h = 25e9, nvme_rd = 3.2e9, nvme_wr = 3.2e9;
   const char *policy = "lru", *predictor = "none";
   unsigned depth = 8;
@@ -268,6 +353,13 @@ int mt_cmd_replay(int argc, char **argv) {
       case 'r': bad = parse_bw(optarg, &nvme_rd); break;
       case 'w': bad = parse_bw(optarg, &nvme_wr); break;
       case 'N': bad = _mt_parse_size(optarg, &nvme_mem) || nvme_mem == 0; break;
+      case 'O': {
+        char *end;
+        opt_rate = strtod(optarg, &end);
+        bad = end == optarg || *end || !(opt_rate > 0) || !isfinite(opt_rate) || opt_rate > 1e6;
+        break;
+      }
+      case 'S': bad = _mt_parse_size(optarg, &opt_mem); break;
       case 'p':
         policy = optarg;
         if (_mt_policy_find(policy) == NULL) {
@@ -366,6 +458,13 @@ int mt_cmd_replay(int argc, char **argv) {
   }
   _mt_pager_install(r.p);
   r.bel = belady_new(r.p->budget / r.p->chunk, r.p->chunk);
+  hostopt_cfg_t hc = {.gparams_per_s = opt_rate, .state_mem = opt_mem};
+  r.ho = hostopt_new(r.dev, &hc);
+  if (r.ho == NULL || r.bel == NULL) {
+    fprintf(stderr, "mt-trace replay: out of memory\n");
+    mt_trace_close(tr);
+    return 1;
+  }
 
   int exit_code = 0;
   const mt_trace_rec_t *rec;
@@ -415,9 +514,37 @@ int mt_cmd_replay(int argc, char **argv) {
         r.addr[f->region] = 0;
         break;
       }
+      case MT_TR_NAME: {
+        const mt_trace_name_t *nm = (const mt_trace_name_t *)rec;
+        unsigned wb, comp;
+        int k = hostopt_parse_name((const char *)(nm + 1), nm->len, &wb, &comp);
+        if (k < 0) {
+          snprintf(r.err, sizeof(r.err), "byte %" PRIu64 ": malformed host optimizer name '%.*s' (want "
+                   "'mt_host_optimizer w=2|4 state=none|8bit|4bit')", off, (int)(nm->len < 80 ? nm->len : 80),
+                   (const char *)(nm + 1));
+          rc = -EINVAL;
+          break;
+        }
+        if (k == 0 || nm->id > 1u << 20) break;
+        if (nm->id >= r.nfunc) {
+          size_t n = (size_t)nm->id * 2 + 16;
+          uint8_t *f = realloc(r.hfunc, n);
+          if (f == NULL) {
+            rc = -ENOMEM;
+            break;
+          }
+          memset(f + r.nfunc, 0, n - r.nfunc);
+          r.hfunc = f;
+          r.nfunc = n;
+        }
+        r.hfunc[nm->id] = (uint8_t)(1 + (wb << 2 | comp));
+        break;
+      }
       case MT_TR_LAUNCH: {
         const mt_trace_launch_t *l = (const mt_trace_launch_t *)rec;
-        if (l->dur_ns == 0 && th->clock == MT_TRACE_CLOCK_MONOTONIC) {
+        if (l->func < r.nfunc && r.hfunc[l->func]) {
+          rc = do_handoff(&r, l, r.hfunc[l->func] - 1u, off);
+        } else if (l->dur_ns == 0 && th->clock == MT_TRACE_CLOCK_MONOTONIC) {
           memcpy(pending_buf, rec, rec->size);
           pending = true;
           pending_off = off;
@@ -427,6 +554,7 @@ int mt_cmd_replay(int argc, char **argv) {
         break;
       }
       case MT_TR_ITER: {
+        if (r.iterations > 0) hostopt_end_iteration(r.ho, r.iterations - 1);
         if (r.iterations >= iters) goto done;
         if (r.iterations == r.iter_cap) {
           r.iter_cap = r.iter_cap ? r.iter_cap * 2 : 16;
@@ -451,6 +579,7 @@ int mt_cmd_replay(int argc, char **argv) {
   }
 done:
   mt_progress_end();
+  if (rc == 0 && r.iterations > 0) hostopt_end_iteration(r.ho, r.iterations - 1); /* the last one, read whole */
   if (rc == 0 && pending) rc = do_launch(&r, (const mt_trace_launch_t *)pending_buf, 0, pending_off);
   if (rc < 0 && r.err[0] == 0) snprintf(r.err, sizeof(r.err), "%s", mt_trace_error(tr));
   if (rc < 0) {
@@ -492,6 +621,8 @@ done:
       if (pfs) snprintf(acc, sizeof acc, "%.4f", (double)used / (double)pfs);
       if (used) snprintf(tim, sizeof tim, "%.4f", used > late ? (double)(used - late) / (double)used : 0.0);
     }
+    hostopt_totals_t ht;
+    hostopt_totals(r.ho, &ht);
     if (json) {
       printf("{\"trace\":\"%s\",\"gpu_mem\":%" PRIu64 ",\"host_mem\":%" PRIu64 ",\"h2d_bw\":%.0f,\"d2h_bw\":%.0f,"
              "\"policy\":\"%s\",\"predictor\":\"%s\",\"prefetch_depth\":%u,\"writes\":\"%s\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
@@ -518,7 +649,25 @@ done:
         printf("%s%.6f", i ? "," : "", (double)(iter_end(&r, i) - r.iter_start[i]) / 1e9);
       printf("],\"iter_ideal_s\":[");
       for (uint64_t i = 0; i < niter_marked; i++) printf("%s%.6f", i ? "," : "", (double)r.iter_kernel[i] / 1e9);
-      printf("]}\n");
+      printf("],");
+      /* how long each resource was busy: the one nearest sim_s binds */
+      /* peak host and NVMe bytes: the pager's tiers at their fullest plus the optimizer's state */
+      printf("\"peak_live_host_bytes\":%llu,\"peak_live_nvme_bytes\":%llu,\"peak_host_bytes\":%llu,"
+             "\"peak_nvme_bytes\":%llu,", (unsigned long long)mt_stat_get(peak_live_host_bytes),
+             (unsigned long long)mt_stat_get(peak_live_nvme_bytes),
+             (unsigned long long)(mt_stat_get(peak_live_host_bytes) + ht.state_bytes - ht.state_nvme_bytes),
+             (unsigned long long)(mt_stat_get(peak_live_nvme_bytes) + ht.state_nvme_bytes));
+      printf("\"h2d_busy_s\":%.6f,\"d2h_busy_s\":%.6f,\"nvme_busy_s\":%.6f,", (double)t.bytes_h2d / h2d,
+             (double)t.bytes_d2h / d2h, (double)t.bytes_nvme_read / nvme_rd + (double)t.bytes_nvme_write / nvme_wr);
+      printf("\"host_opt_handoffs\":%" PRIu64 ",\"host_opt_gparams_per_s\":%.3f,\"host_opt_mem\":%.0f,"
+             "\"host_opt_params\":%" PRIu64 ",\"host_opt_grad_bytes\":%" PRIu64 ",\"host_opt_groups\":%" PRIu64 ","
+             "\"host_opt_complete_iterations\":%" PRIu64 ",\"host_opt_state_bytes\":%" PRIu64 ","
+             "\"host_opt_state_nvme_bytes\":%" PRIu64 ",\"host_opt_state_read\":%" PRIu64 ","
+             "\"host_opt_state_written\":%" PRIu64 ",\"host_opt_state_nvme_read\":%" PRIu64 ","
+             "\"host_opt_state_nvme_written\":%" PRIu64 ",\"host_opt_busy_s\":%.6f,\"host_opt_nvme_wait_s\":%.6f}\n",
+             ht.steps, opt_rate, opt_mem == UINT64_MAX ? -1.0 : (double)opt_mem, ht.params, ht.grad_bytes,
+             ht.groups, ht.groups_complete, ht.state_bytes, ht.state_nvme_bytes, ht.state_read, ht.state_written,
+             ht.state_nvme_read, ht.state_nvme_written, (double)ht.busy_ns / 1e9, (double)ht.nvme_wait_ns / 1e9);
     } else {
       printf("replay of %s: %" PRIu64 " launches, %" PRIu64 " iteration(s)\n", path, r.launches, r.iterations);
       printf("  GPU memory %.2f GiB, host %.2f GiB, link %.1f/%.1f GB/s, policy %s, predictor %s, writes %s\n",
@@ -555,10 +704,18 @@ done:
         printf("  iteration %-4" PRIu64 " %10.3f s simulated, %10.3f s ideal, %5.1f %% of ideal\n", i, is, ii,
                is > 0 ? 100 * ii / is : 100.0);
       }
+      if (ht.steps)
+        printf("  host optimizer   %" PRIu64 " hand-offs, %.3g params, %.3f GB of gradients in; state %.3f GB "
+               "(%.3f GB on NVMe); pool busy %.3f s (%.4g G params/s FP32), waited %.3f s for NVMe\n",
+               ht.steps, (double)ht.params, (double)ht.grad_bytes / 1e9, (double)ht.state_bytes / 1e9,
+               (double)ht.state_nvme_bytes / 1e9, (double)ht.busy_ns / 1e9, opt_rate, (double)ht.nvme_wait_ns / 1e9);
       printf("  replay took %.2f s, %.1f MiB peak memory\n", wall, (double)rss / (1 << 20));
     }
   }
   belady_free(r.bel);
+  hostopt_free(r.ho);
+  free(r.wev);
+  free(r.hfunc);
   free(r.addr);
   free(r.nchunks);
   free(r.keys);

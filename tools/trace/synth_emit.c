@@ -29,6 +29,7 @@ typedef struct tensor {
   uint32_t slot;              /* its span in that launch */
   uint8_t state;
   bool persistent;
+  bool held;                  /* transient, but may stay live across renew (synth_emit_hold) */
 } tensor_t;
 
 typedef struct func {
@@ -270,6 +271,7 @@ void synth_emit_renew(synth_emit_t *e) {
   for (uint32_t i = 0; i < e->nt; i++) {
     tensor_t *x = &e->t[i];
     if (x->persistent) continue;
+    if (x->state == T_LIVE && x->held) continue;
     if (x->state == T_LIVE) {
       fail(e, -EINVAL, "transient tensor key %llu still live at renew (never freed)",
            (unsigned long long)x->key);
@@ -277,6 +279,16 @@ void synth_emit_renew(synth_emit_t *e) {
     }
     x->state = T_NEW;
   }
+}
+
+void synth_emit_hold(synth_emit_t *e, uint32_t t) {
+  if (e->err || !valid(e, t)) return;
+  if (e->t[t].persistent) {
+    fail(e, -EINVAL, "tensor key %llu is persistent; only a transient tensor can be held",
+         (unsigned long long)e->t[t].key);
+    return;
+  }
+  e->t[t].held = true;
 }
 
 void synth_emit_iter(synth_emit_t *e, uint64_t n) {

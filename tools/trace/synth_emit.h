@@ -73,8 +73,12 @@ void synth_emit_launch(synth_emit_t *e, uint64_t func, const uint32_t *t, const 
                        uint64_t dur_ns);
 /* Frees transient tensor t (it must be live). */
 void synth_emit_free(synth_emit_t *e, uint32_t t);
-/* Checks that no transient tensor is live and makes the freed ones
- * allocatable again. */
+/* Marks transient tensor t as held: it may stay live across renew (a
+ * gradient that micro-batches accumulate into and the host optimizer
+ * takes at the end of the step); freed, it is renewed like any other. */
+void synth_emit_hold(synth_emit_t *e, uint32_t t);
+/* Checks that no transient tensor is live (held ones excepted) and makes
+ * the freed ones allocatable again. */
 void synth_emit_renew(synth_emit_t *e);
 /* Writes ITER n at the current time. */
 void synth_emit_iter(synth_emit_t *e, uint64_t n);

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Description: `mt-trace plan` answers for a small model, says "does not
+fit" with the short resource and by how much, and refuses bad input.
+
+Usage: plan_check.py MT_TRACE CONF
+
+CONF is the replay test's small model (13,155,328 parameters, fp32).
+  - on 40 MiB of GPU, 1 GiB of host memory it prints a plan (exit 0): the
+    JSON lists the replayed candidates fastest first, each with tokens/s
+    above 0, a share of its ideal in (0, 100], a known binding resource and
+    micro-batch x accumulation within --max-step-tokens; the text names
+    the MT_* settings, the training flags and the next best;
+  - with 16 MiB of host memory and 16 MiB of NVMe the weights (52.6 MB)
+    and the smallest state do not fit: exit 1, "does not fit", the
+    resource, and the shortfall in GB;
+  - missing or bad options exit 2 with a message; `mt-trace --help` lists
+    plan.
+"""
+import json
+import subprocess
+import sys
+
+mt, conf = sys.argv[1:3]
+fails = []
+
+
+def run(*args):
+    return subprocess.run([mt, *args], capture_output=True, text=True)
+
+
+def check(cond, what):
+    print(("ok    " if cond else "FAIL  ") + what)
+    if not cond:
+        fails.append(what)
+
+
+base = ["plan", "--model", conf, "--gpu-mem", "40M", "--host-mem", "1G", "--pcie-bw", "25G",
+        "--nvme-read-bw", "3G", "--nvme-write-bw", "2G", "--max-step-tokens", "4096", "--top", "3"]
+r = run(*base, "--json")
+check(r.returncode == 0, "a plan for the small model: " + r.stderr.strip()[-200:])
+j = json.loads(r.stdout) if r.returncode == 0 else {"plans": []}
+plans = j["plans"]
+check(len(plans) == 3, "3 candidates replayed")
+known = {"GPU compute", "host link (host to GPU)", "host link (GPU to host)", "NVMe", "host optimizer"}
+check(all(p["tokens_per_s"] > 0 and 0 < p["pct_of_ideal"] <= 100 and p["binding"] in known for p in plans),
+      "each has tokens/s, a share of its ideal and a binding resource")
+check(all(plans[i]["tokens_per_s"] >= plans[i + 1]["tokens_per_s"] for i in range(len(plans) - 1)),
+      "fastest first")
+check(all(p["tokens_per_step"] <= 4096 and p["tokens_per_step"] == p["micro_batch"] * p["grad_accum"] * 64
+          for p in plans), "tokens per step = micro-batch x accumulation x 64, at most --max-step-tokens")
+t = run(*base)
+check(t.returncode == 0 and "MT_MAX_VRAM=41943040" in t.stdout and "training flags:" in t.stdout
+      and "next best:" in t.stdout, "the text names MT_* settings, training flags and the next best")
+
+r = run("plan", "--model", conf, "--gpu-mem", "40M", "--host-mem", "16M", "--nvme-mem", "16M", "--pcie-bw", "25G",
+        "--nvme-read-bw", "3G", "--nvme-write-bw", "2G")
+check(r.returncode == 1 and "does not fit" in r.stderr and "host memory and NVMe" in r.stderr
+      and "GB short" in r.stderr, "16M host + 16M NVMe: does not fit, names the resource and the shortfall: "
+      + r.stderr.strip())
+
+need = ["--gpu-mem", "1G", "--host-mem", "1G", "--pcie-bw", "1G", "--nvme-read-bw", "1G", "--nvme-write-bw", "1G"]
+for args, what in [(need, "missing --model"), (["--model", conf] + need[2:], "missing --gpu-mem"),
+                   (["--model", conf, "--gpu-mem", "12Q"] + need[2:], "bad --gpu-mem"),
+                   (["--model", conf] + need + ["--state-compression", "2bit"], "unknown compression"),
+                   (["--model", conf] + need + ["--gpu-tflops", "-1"], "bad --gpu-tflops"),
+                   (["--model", "/nonexistent.conf"] + need, "missing config"),
+                   (["--model", conf] + need + ["extra"], "stray argument")]:
+    r = run("plan", *args)
+    check(r.returncode == 2 and r.stderr.strip() != "", what + ": exit 2 with a message")
+h = run("--help")
+check(h.returncode == 0 and "plan" in h.stdout, "mt-trace --help lists plan")
+
+print("plan_check: %d failed" % len(fails))
+sys.exit(1 if fails else 0)

@@ -1,0 +1,681 @@
+/*
+ * plan.c - `mt-trace plan`: what a machine can train, and how fast, before
+ * anyone buys it.
+ *
+ * The search. Candidates are micro-batch (1, 2, 4, 8, 16), gradient
+ * accumulation (1, or as many micro-batches as --max-step-tokens allows, at
+ * most MAX_GA),
+ * activation checkpointing (off, or every layer), optimizer placement
+ * (host, gpu) and state compression (none, 8bit, 4bit, or only the one
+ * --state-compression names). Each is written by `mt-trace synth` (this
+ * executable, as a child), which gives its exact kernel time (roofline),
+ * parameters, persistent and peak transient bytes. An analytic pass then
+ * bounds each candidate's step time by its busiest resource, assuming
+ * perfect overlap:
+ *   GPU compute   the kernels' ideal time (recomputation included);
+ *   h2d, d2h      bytes / --pcie-bw: the weights fetched twice per
+ *                 micro-batch (forward, backward) when weights and
+ *                 activations do not fit the GPU, else once per step;
+ *                 activations past the GPU both ways; with the host
+ *                 optimizer the gradients once per step (d2h), with
+ *                 accumulation that does not fit, twice more per
+ *                 micro-batch; the GPU optimizer's state that does not fit,
+ *                 both ways once per step;
+ *   NVMe          the host optimizer's state past host memory, read and
+ *                 written once per step; what the pager must spill past
+ *                 host memory, both ways per micro-batch;
+ *   host pool     parameters / (--host-opt-gparams-per-s scaled by bytes
+ *                 moved, hostopt.c).
+ * The --top best by that bound, the best of each (checkpointing,
+ * micro-batch) pair first, are replayed (`mt-trace replay`, the
+ * library's pager, predictor and policies on the virtual clock: chunks
+ * from 2 to 256 MiB (chunk_for), the correlation predictor, access-aware writes, --iterations
+ * steps, the last one measured), and the fastest replay wins. Host memory
+ * is split: the pager's host tier gets the weights (plus spill and
+ * accumulated gradients) and a margin, the optimizer's state the rest;
+ * what does not fit goes through NVMe (--nvme-mem of it).
+ *
+ * Ideal. The compute-bound ideal is the step's tokens over the kernel time
+ * of the same micro-batches without recomputation (checkpointing off) and
+ * without an optimizer on the GPU: a GPU with memory for everything at
+ * --gpu-tflops. Recomputation therefore counts against a configuration.
+ *
+ * Binding resource: of GPU compute, host link (h2d or d2h), NVMe and host
+ * optimizer, the one busy the largest share of the replayed time.
+ *
+ * Single-threaded; children run one at a time.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "hostopt.h"
+#include "internal.h"
+
+#define WHO "mt-trace plan"
+#define MAXC 128
+#define MAX_GA 64             /* the most micro-batches per step searched */
+
+typedef struct cand {
+  unsigned mb, ga, ckpt, comp;
+  bool host;
+  /* from synth */
+  double ideal_s, ideal0_s;   /* per step: the trace's kernels; the compute-bound ideal */
+  uint64_t params, dtype, persistent, transient, state;
+  uint64_t tokens;            /* per step */
+  uint64_t act;               /* bytes of one activation (micro-batch tokens x hidden x dtype) */
+  /* analytic */
+  double bound_s;            /* the analytic step time: its busiest resource, perfect overlap */
+  int bound_res;              /* the resource that sets bound_s */
+  uint64_t pager_host, opt_host, state_nvme;
+  bool spills;                /* the pager's host tier needs NVMe behind it */
+  /* replay */
+  bool replayed, failed;
+  char why[160];              /* a failed replay's last message */
+  double step_s, busy[5];     /* per resource, share of the replayed time */
+  int bind;
+  uint64_t peak_host, peak_nvme;
+} cand_t;
+
+enum { R_GPU, R_H2D, R_D2H, R_NVME, R_POOL, R_COUNT };
+static const char *const RES[R_COUNT] = {"GPU compute", "host link (host to GPU)", "host link (GPU to host)", "NVMe",
+                                         "host optimizer"};
+static const char *const COMP[3] = {"none", "8bit", "4bit"};
+
+typedef struct plan {
+  const char *model, *self, *dir;
+  uint64_t gpu, host, nvme, seq, max_tokens;
+  double pcie, nrd, nwr, tflops, rate;
+  int only_comp;              /* -1: any */
+  unsigned top, iterations;
+  cand_t c[MAXC];
+  unsigned n;
+} plan_t;
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: mt-trace plan --model CONF --gpu-mem SIZE --host-mem SIZE --pcie-bw B\n"
+          "                     --nvme-read-bw B --nvme-write-bw B [--gpu-tflops T]\n"
+          "                     [--host-opt-gparams-per-s P] [options] [--json]\n"
+          "\n"
+          "Finds the fastest way to train the model CONF (tools/models/*.conf) on one GPU\n"
+          "of SIZE memory with SIZE host memory and an NVMe drive: searches micro-batch,\n"
+          "gradient accumulation, activation checkpointing, optimizer placement and state\n"
+          "compression, bounds each by its busiest resource, replays the best few through\n"
+          "mtalloc's pager on the virtual clock (mt-trace replay), and prints the winner as\n"
+          "MT_* settings and training flags, its tokens/s and share of the compute-bound\n"
+          "ideal, the resource that binds, and why the next best lose. A progress bar goes\n"
+          "to stderr when it is a terminal.\n"
+          "\n"
+          "  --model CONF            the model (required)\n"
+          "  --gpu-mem SIZE          GPU memory mtalloc may use (MT_MAX_VRAM; required)\n"
+          "  --host-mem SIZE         host memory for the pager and the optimizer (required)\n"
+          "  --pcie-bw B             host link, each direction, bytes/s (required)\n"
+          "  --nvme-read-bw B, --nvme-write-bw B\n"
+          "                          the NVMe drive (RAID), bytes/s (required)\n"
+          "  --nvme-mem SIZE         NVMe space for spills and state (default 8T)\n"
+          "  --gpu-tflops T          sustained matmul TFLOP/s (default 400)\n"
+          "  --host-opt-gparams-per-s P\n"
+          "                          host optimizer with FP32 state, 1e9 params/s (default 10)\n"
+          "  --seq N                 sequence length (default: the config's)\n"
+          "  --max-step-tokens N     tokens per optimizer step at most (default 1000000)\n"
+          "  --state-compression none|8bit|4bit\n"
+          "                          only this compression (default: search all three)\n"
+          "  --top N                 candidates to replay (default 10)\n"
+          "  --iterations N          steps per replay; the last is measured (default 2)\n"
+          "  --json                  one JSON object: the replayed candidates, fastest first\n"
+          "  -h, --help              this help\n"
+          "\n"
+          "SIZE takes binary suffixes (128G = 128 GiB), B decimal ones (55G = 55e9).\n"
+          "Exit: 0 a plan, 1 the model does not fit (the message names the short\n"
+          "resource and by how much) or a replay failed, 2 bad input.\n");
+}
+
+static int parse_bw(const char *s, double *out) {
+  char *end;
+  double v = strtod(s, &end), mul = 1;
+  switch (*end) {
+    case 'k': case 'K': mul = 1e3; end++; break;
+    case 'm': case 'M': mul = 1e6; end++; break;
+    case 'g': case 'G': mul = 1e9; end++; break;
+    case 't': case 'T': mul = 1e12; end++; break;
+    default: break;
+  }
+  if (end == s || *end || !(v > 0) || !isfinite(v)) return -EINVAL;
+  *out = v * mul;
+  return 0;
+}
+
+/* Runs this executable with args (NULL-terminated), stdout into out
+ * (NUL-terminated, truncated to cap), stderr to DIR/stderr (last_error).
+ * Returns the exit status, or -1 when it could not run. */
+static int child(const plan_t *p, const char *const *args, char *out, size_t cap) {
+  int fd[2];
+  if (pipe(fd) < 0) return -1;
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    dup2(fd[1], 1);
+    close(fd[0]);
+    close(fd[1]);
+    char err[600];
+    snprintf(err, sizeof err, "%s/stderr", p->dir);
+    FILE *n = freopen(err, "w", stderr);
+    (void)n;
+    execv(p->self, (char *const *)args);
+    _exit(127);
+  }
+  close(fd[1]);
+  size_t len = 0;
+  ssize_t k;
+  while ((k = read(fd[0], out + len, cap - 1 - len)) > 0) len += (size_t)k;
+  out[len] = '\0';
+  char sink[4096];
+  while (read(fd[0], sink, sizeof sink) > 0) {}
+  close(fd[0]);
+  int st;
+  if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return -1;
+  return WEXITSTATUS(st);
+}
+
+/* The number after key in text ("key: 123", "\"key\":1.5"); NAN if absent. */
+static double num_after(const char *text, const char *key) {
+  const char *s = strstr(text, key);
+  if (!s) return NAN;
+  s += strlen(key);
+  while (*s == ' ' || *s == ':' || *s == '"' || *s == '[') s++;
+  char *end;
+  double v = strtod(s, &end);
+  return end == s ? NAN : v;
+}
+
+/* The last number of the JSON array at key. */
+static double last_of(const char *text, const char *key) {
+  const char *s = strstr(text, key);
+  if (!s || !(s = strchr(s, '['))) return NAN;
+  const char *e = strchr(s, ']');
+  double v = NAN;
+  for (const char *q = s + 1; q < e;) {
+    char *end;
+    double x = strtod(q, &end);
+    if (end == q) break;
+    v = x;
+    q = *end == ',' ? end + 1 : end;
+  }
+  return v;
+}
+
+static void trace_path(const plan_t *p, const cand_t *c, bool ideal, char *buf, size_t n) {
+  snprintf(buf, n, "%s/mb%u_ga%u_ck%u_%s_%s%s.trace", p->dir, c->mb, c->ga, ideal ? 0 : c->ckpt,
+           c->host ? "host" : "gpu", COMP[c->comp], ideal ? "_ideal" : "");
+}
+
+/* Writes c's trace (and, with ideal, the one that defines the ideal) and
+ * reads synth's summary. 0, or the child's failure. */
+static int synth(plan_t *p, cand_t *c, bool ideal) {
+  char path[512], mb[16], ga[16], ck[16], seq[32], tf[48], it[16];
+  trace_path(p, c, ideal, path, sizeof path);
+  snprintf(mb, sizeof mb, "%u", c->mb);
+  snprintf(ga, sizeof ga, "%u", c->ga);
+  snprintf(ck, sizeof ck, "%u", ideal ? 0 : c->ckpt);
+  snprintf(seq, sizeof seq, "seq=%llu", (unsigned long long)p->seq);
+  snprintf(tf, sizeof tf, "tflops=%.6g", p->tflops);
+  snprintf(it, sizeof it, "%u", ideal ? 1 : p->iterations);
+  const char *args[40] = {p->self, "synth", "--model", p->model, "-o", path, "--iterations", it,
+                          "--micro-batch", mb, "--grad-accum", ga, "--checkpoint", ck, "--set", tf,
+                          "--optimizer-placement", ideal || c->host ? "host" : "gpu",
+                          "--state-compression", COMP[c->comp]};
+  int n = 20;
+  if (p->seq) {
+    args[n++] = "--set";
+    args[n++] = seq;
+  }
+  args[n] = NULL;
+  static char out[8192];
+  int rc = child(p, args, out, sizeof out);
+  if (rc != 0) return rc < 0 ? 1 : rc;
+  double t = num_after(out, "ideal iteration time");
+  if (ideal) {
+    c->ideal0_s = t;
+    return 0;
+  }
+  c->ideal_s = t;
+  c->params = (uint64_t)num_after(out, "parameters");
+  c->persistent = (uint64_t)num_after(out, "persistent bytes");
+  c->transient = (uint64_t)num_after(out, "peak transient bytes");
+  double st = num_after(out, "host optimizer state");
+  c->state = isnan(st) ? 0 : (uint64_t)st;
+  uint64_t s = p->seq ? p->seq : (uint64_t)num_after(out, "seq");
+  c->tokens = (uint64_t)c->mb * c->ga * s;
+  const char *d = strstr(out, "16-bit weights");
+  c->dtype = d ? 2 : 4;
+  c->act = (uint64_t)c->mb * s * (uint64_t)num_after(out, "hidden") * c->dtype;
+  return isnan(t) ? 1 : 0;
+}
+
+/* The analytic bound (see the opening comment) and the host memory split. */
+static void bound(const plan_t *p, cand_t *c) {
+  double W = (double)c->params * (double)c->dtype, mb = c->ga;
+  double gpu = (double)p->gpu * 0.95, t[R_COUNT] = {0};
+  bool fits = (double)c->persistent + (double)c->transient <= gpu;
+  double spill = fmax(0, (double)c->transient - gpu); /* activations that cannot stay */
+  double h2d = 0, d2h = 0, nvme = 0;
+  if (c->host) {
+    h2d = fits ? W : mb * 2 * W;
+    d2h = W;
+    if (c->ga > 1 && !fits) h2d += mb * W, d2h += mb * W;
+  } else if (!fits) {
+    h2d = mb * 2 * W + ((double)c->persistent - W);
+    d2h = (double)c->persistent - W;
+  }
+  h2d += mb * spill;
+  d2h += mb * spill;
+  /* the pager's host tier: the weights (3% margin), spilled activations,
+   * gradients accumulated off the GPU; or, with the GPU optimizer, all it pages */
+  double pager = c->host ? W * 1.03 + spill + (c->ga > 1 && !fits ? W : 0) : (double)c->persistent + spill;
+  double host = (double)p->host;
+  pager += fmin(4.0 * (1 << 30), 0.05 * host); /* staging and headroom */
+  if (pager > host) {
+    nvme += mb * 2 * (pager - host) / p->nrd; /* the pager's own spills, roughly both ways */
+    pager = host;
+    c->spills = true;
+  }
+  c->pager_host = (uint64_t)pager;
+  c->opt_host = c->host ? (uint64_t)(host - pager) : 0;
+  c->state_nvme = c->host && c->state > c->opt_host ? c->state - c->opt_host : 0;
+  nvme += (double)c->state_nvme / p->nrd + (double)c->state_nvme / p->nwr;
+  t[R_GPU] = c->ideal_s;
+  t[R_H2D] = h2d / p->pcie;
+  t[R_D2H] = d2h / p->pcie;
+  t[R_NVME] = nvme;
+  if (c->host) {
+    double rate = p->rate * 1e9 * 28.0 / hostopt_moved_per_param((unsigned)c->dtype, c->comp);
+    t[R_POOL] = (double)c->params / rate;
+  }
+  c->bound_s = 0;
+  for (int r = 0; r < R_COUNT; r++)
+    if (t[r] > c->bound_s) c->bound_s = t[r], c->bound_res = r;
+}
+
+/* The paging unit: a power of two from 2 MiB to 256 MiB, at most 1/64 of
+ * the GPU and a quarter of one activation tensor (act), so that rounding
+ * tensors up to whole chunks wastes little (large chunks keep a 100B replay
+ * to seconds; small GPUs and small tensors need small ones). */
+static uint64_t chunk_for(uint64_t gpu, uint64_t act) {
+  uint64_t c = 2ull << 20;
+  while (c < (256ull << 20) && c * 2 <= gpu / 64 && c * 2 <= act / 4) c *= 2;
+  return c;
+}
+
+/* The last line the last child wrote to stderr, into buf. */
+static void last_error(const plan_t *p, char *buf, size_t n) {
+  char path[600], line[512];
+  snprintf(path, sizeof path, "%s/stderr", p->dir);
+  buf[0] = '\0';
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  while (fgets(line, sizeof line, f))
+    if (line[0] != '\n') snprintf(buf, n, "%.*s", (int)strcspn(line, "\n"), line);
+  fclose(f);
+}
+
+static int replay(plan_t *p, cand_t *c) {
+  char path[512], gpu[32], host[32], om[32], nv[32], pcie[32], rd[32], wr[32], rate[32], ch[32];
+  trace_path(p, c, false, path, sizeof path);
+  snprintf(gpu, sizeof gpu, "%llu", (unsigned long long)p->gpu);
+  snprintf(host, sizeof host, "%llu", (unsigned long long)c->pager_host);
+  snprintf(om, sizeof om, "%llu", (unsigned long long)c->opt_host);
+  snprintf(nv, sizeof nv, "%llu", (unsigned long long)p->nvme);
+  snprintf(pcie, sizeof pcie, "%.0f", p->pcie);
+  snprintf(rd, sizeof rd, "%.0f", p->nrd);
+  snprintf(wr, sizeof wr, "%.0f", p->nwr);
+  snprintf(rate, sizeof rate, "%.6g", p->rate);
+  snprintf(ch, sizeof ch, "%llu", (unsigned long long)chunk_for(p->gpu, c->act));
+  /* the NVMe tier behind the pager's host memory, where its staging (a few
+   * chunks) is a small part of that memory */
+  bool tier = c->spills || c->pager_host >= 64 * chunk_for(p->gpu, c->act);
+  const char *args[] = {p->self, "replay", path, "--gpu-mem", gpu, "--host-mem", host, "--host-opt-mem", om,
+                        "--chunk", ch, "--pcie-bw", pcie, "--nvme-read-bw", rd,
+                        "--nvme-write-bw", wr, "--host-opt-gparams-per-s", rate, "--predictor", "correlation",
+                        "--writes", "aware", "--json", tier ? "--nvme-mem" : NULL, nv, NULL};
+  static char out[1 << 16];
+  int rc = child(p, args, out, sizeof out);
+  c->replayed = true;
+  if (rc != 0) {
+    c->failed = true;
+    last_error(p, c->why, sizeof c->why);
+    return 0;
+  }
+  double sim = num_after(out, "\"sim_s\""), step = last_of(out, "\"iter_sim_s\"");
+  if (isnan(sim) || isnan(step) || sim <= 0) {
+    c->failed = true;
+    return 0;
+  }
+  c->step_s = step;
+  c->busy[R_GPU] = num_after(out, "\"ideal_s\"") / sim;
+  c->busy[R_H2D] = num_after(out, "\"h2d_busy_s\"") / sim;
+  c->busy[R_D2H] = num_after(out, "\"d2h_busy_s\"") / sim;
+  c->busy[R_NVME] = num_after(out, "\"nvme_busy_s\"") / sim;
+  c->busy[R_POOL] = num_after(out, "\"host_opt_busy_s\"") / sim;
+  c->bind = 0;
+  for (int r = 1; r < R_COUNT; r++)
+    if (c->busy[r] > c->busy[c->bind]) c->bind = r;
+  c->peak_host = (uint64_t)num_after(out, "\"peak_host_bytes\"");
+  c->peak_nvme = (uint64_t)num_after(out, "\"peak_nvme_bytes\"");
+  return 0;
+}
+
+static double tps(const cand_t *c) { return c->replayed && !c->failed ? (double)c->tokens / c->step_s : 0; }
+static double ideal_tps(const cand_t *c) { return (double)c->tokens / c->ideal0_s; }
+
+static int by_bound(const void *a, const void *b) {
+  const cand_t *x = a, *y = b;
+  double tx = (double)x->tokens / x->bound_s, ty = (double)y->tokens / y->bound_s;
+  return tx > ty ? -1 : tx < ty;
+}
+
+static int by_replay(const void *a, const void *b) {
+  double x = tps(a), y = tps(b);
+  return x > y ? -1 : x < y;
+}
+
+/* Reorders the bound-sorted candidates so that the first ones are the best
+ * bound of each (checkpointing, micro-batch) pair, best first, then the
+ * rest in bound order: the bound assumes perfect overlap and cannot see
+ * the pager's stalls, which differ most with checkpointing and the
+ * micro-batch's size, so the replays must see each of those. */
+static void diversify(plan_t *p) {
+  static cand_t tmp[MAXC];
+  static bool used[MAXC];
+  bool seen[2][32] = {{false}};
+  unsigned k = 0;
+  memset(used, 0, sizeof used);
+  for (unsigned i = 0; i < p->n; i++) {
+    unsigned side = p->c[i].ckpt != 0, mb = p->c[i].mb < 32 ? p->c[i].mb : 31;
+    if (seen[side][mb]) continue;
+    seen[side][mb] = true;
+    used[i] = true;
+    tmp[k++] = p->c[i];
+  }
+  for (unsigned i = 0; i < p->n; i++)
+    if (!used[i]) tmp[k++] = p->c[i];
+  memcpy(p->c, tmp, p->n * sizeof tmp[0]);
+}
+
+static void describe(const cand_t *c, char *buf, size_t n) {
+  snprintf(buf, n, "micro_batch %u x grad_accum %u (%llu tokens/step), checkpoint %s, optimizer %s, state %s",
+           c->mb, c->ga, (unsigned long long)c->tokens, c->ckpt ? "every layer" : "off", c->host ? "host" : "gpu",
+           COMP[c->comp]);
+}
+
+static void print_text(const plan_t *p, unsigned replayed) {
+  const cand_t *b = &p->c[0];
+  char d[256];
+  describe(b, d, sizeof d);
+  printf("plan for %s: %.4g parameters; GPU %.3g GiB, host %.4g GiB, PCIe %.3g GB/s, NVMe %.3g/%.3g GB/s, "
+         "%.4g TFLOP/s, host optimizer %.3g G params/s (FP32)\n",
+         p->model, (double)b->params, (double)p->gpu / (1 << 30), (double)p->host / (1 << 30), p->pcie / 1e9,
+         p->nrd / 1e9, p->nwr / 1e9, p->tflops, p->rate);
+  printf("  %u candidates, %u replayed (%u steps each, the last measured)\n", p->n, replayed, p->iterations);
+  printf("best: %s\n", d);
+  printf("  predicted %.0f tokens/s, %.1f%% of the compute-bound ideal (%.0f tokens/s: its kernels without\n"
+         "  recomputation at %.4g TFLOP/s); binding: %s (busy %.0f%% of the time)\n",
+         tps(b), 100 * tps(b) / ideal_tps(b), ideal_tps(b), p->tflops, RES[b->bind], 100 * b->busy[b->bind]);
+  printf("  busy: GPU %.0f%%, h2d %.0f%%, d2h %.0f%%, NVMe %.0f%%, host optimizer %.0f%%; peak host %.1f GB, "
+         "NVMe %.1f GB\n", 100 * b->busy[R_GPU], 100 * b->busy[R_H2D], 100 * b->busy[R_D2H], 100 * b->busy[R_NVME],
+         100 * b->busy[R_POOL], (double)b->peak_host / 1e9, (double)b->peak_nvme / 1e9);
+  printf("settings:\n  MT_MAX_VRAM=%llu MT_MAX_HOST=%llu MT_CHUNK=%llu MT_PREDICTOR=correlation",
+         (unsigned long long)p->gpu, (unsigned long long)b->pager_host, (unsigned long long)chunk_for(p->gpu, b->act));
+  if (b->host) printf(" MT_OPTIMIZER=host MT_OPTIMIZER_COMPRESSION=%s", COMP[b->comp]);
+  if (b->spills || b->state_nvme) printf(" MT_OFFLOAD_DIR=<the NVMe RAID's folder>");
+  printf("\n");
+  if (b->host)
+    printf("  (the host optimizer: its state may use %.1f GB of host memory, the rest NVMe; MT_OPTIMIZER=host\n"
+           "  is the library's C API today, not yet wired to PyTorch)\n", (double)b->opt_host / 1e9);
+  printf("training flags:\n  micro-batch %u, gradient accumulation %u, sequence %llu, %s\n", b->mb, b->ga,
+         (unsigned long long)(b->tokens / b->mb / b->ga),
+         b->ckpt ? "activation checkpointing on every layer (recompute in backward)" : "no activation checkpointing");
+  printf("next best:\n");
+  for (unsigned i = 1; i < replayed && i < 4; i++) {
+    const cand_t *c = &p->c[i];
+    describe(c, d, sizeof d);
+    if (c->failed)
+      printf("  %s: its replay failed: %s\n", d, c->why);
+    else
+      printf("  %s: %.0f tokens/s (%.1f%% slower), %.1f%% of its ideal; binding %s (%.0f%%)\n", d, tps(c),
+             100 * (1 - tps(c) / tps(b)), 100 * tps(c) / ideal_tps(c), RES[c->bind], 100 * c->busy[c->bind]);
+  }
+}
+
+static void print_json(const plan_t *p, unsigned replayed) {
+  printf("{\"model\":\"%s\",\"candidates\":%u,\"replayed\":%u,\"plans\":[", p->model, p->n, replayed);
+  for (unsigned i = 0; i < replayed; i++) {
+    const cand_t *c = &p->c[i];
+    printf("%s{\"micro_batch\":%u,\"grad_accum\":%u,\"checkpoint\":%u,\"optimizer\":\"%s\",\"state\":\"%s\","
+           "\"tokens_per_step\":%llu,\"failed\":%s,\"tokens_per_s\":%.3f,\"ideal_tokens_per_s\":%.3f,"
+           "\"pct_of_ideal\":%.2f,\"binding\":\"%s\",\"busy_gpu\":%.4f,\"busy_h2d\":%.4f,\"busy_d2h\":%.4f,"
+           "\"busy_nvme\":%.4f,\"busy_host_opt\":%.4f,\"peak_host_bytes\":%llu,\"peak_nvme_bytes\":%llu,"
+           "\"mt_max_host\":%llu,\"host_opt_mem\":%llu,\"params\":%llu,\"step_s\":%.6f,\"bound_s\":%.6f,"
+           "\"bound_binding\":\"%s\"}",
+           i ? "," : "", c->mb, c->ga, c->ckpt, c->host ? "host" : "gpu", COMP[c->comp],
+           (unsigned long long)c->tokens, c->failed ? "true" : "false", tps(c), ideal_tps(c),
+           100 * tps(c) / ideal_tps(c), RES[c->bind], c->busy[R_GPU], c->busy[R_H2D], c->busy[R_D2H],
+           c->busy[R_NVME], c->busy[R_POOL], (unsigned long long)c->peak_host, (unsigned long long)c->peak_nvme,
+           (unsigned long long)c->pager_host, (unsigned long long)c->opt_host, (unsigned long long)c->params,
+           c->step_s, c->bound_s, RES[c->bound_res]);
+  }
+  printf("]}\n");
+}
+
+/* Does the model fit at all? The smallest candidate's weights and state
+ * must fit host memory and NVMe together, and its peak transient bytes
+ * (micro-batch 1, checkpointing) the GPU with room to spare: the pager
+ * could page activations, but their peak is what one step keeps for its
+ * backward, and paging all of it each step is not a plan). Prints
+ * the short resource and returns 1, or 0. */
+static int fits(const plan_t *p) {
+  const cand_t *best = NULL;
+  for (unsigned i = 0; i < p->n; i++) {
+    const cand_t *c = &p->c[i];
+    if (c->host && c->mb == 1 && c->ckpt && (!best || c->state < best->state)) best = c;
+  }
+  if (!best) return 0;
+  double need = (double)best->params * (double)best->dtype + (double)best->state;
+  double have = (double)p->host + (double)p->nvme;
+  if (need > have) {
+    fprintf(stderr, WHO ": does not fit: weights and the smallest optimizer state need %.3g GB of host memory "
+            "and NVMe together, %.3g GB short (--host-mem + --nvme-mem)\n", need / 1e9, (need - have) / 1e9);
+    return 1;
+  }
+  double gneed = (double)best->transient;
+  if (gneed > (double)p->gpu) {
+    fprintf(stderr, WHO ": does not fit: micro-batch 1 with checkpointing needs %.1f GB of GPU memory for its "
+            "activations, %.3g GB short (--gpu-mem)\n", gneed / 1e9,
+            (gneed - (double)p->gpu) / 1e9);
+    return 1;
+  }
+  return 0;
+}
+
+int mt_cmd_plan(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"model", required_argument, 0, 'm'},        {"gpu-mem", required_argument, 0, 'g'},
+      {"host-mem", required_argument, 0, 'H'},     {"pcie-bw", required_argument, 0, 'b'},
+      {"nvme-read-bw", required_argument, 0, 'r'}, {"nvme-write-bw", required_argument, 0, 'w'},
+      {"nvme-mem", required_argument, 0, 'N'},     {"gpu-tflops", required_argument, 0, 't'},
+      {"host-opt-gparams-per-s", required_argument, 0, 'O'}, {"seq", required_argument, 0, 's'},
+      {"max-step-tokens", required_argument, 0, 'T'}, {"state-compression", required_argument, 0, 'C'},
+      {"top", required_argument, 0, 'k'},          {"iterations", required_argument, 0, 'i'},
+      {"json", no_argument, 0, 'j'},               {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0},
+  };
+  static plan_t p;
+  memset(&p, 0, sizeof p);
+  p.nvme = 8ull << 40;
+  p.tflops = 400;
+  p.rate = 10;
+  p.max_tokens = 1000000;
+  p.only_comp = -1;
+  p.top = 10;
+  p.iterations = 2;
+  bool json = false;
+  optind = 1;
+  int c;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    int bad = 0;
+    int64_t iv = 0;
+    char *end;
+    switch (c) {
+      case 'm': p.model = optarg; break;
+      case 'g': bad = _mt_parse_size(optarg, &p.gpu) || p.gpu == 0; break;
+      case 'H': bad = _mt_parse_size(optarg, &p.host) || p.host == 0; break;
+      case 'N': bad = _mt_parse_size(optarg, &p.nvme); break;
+      case 'b': bad = parse_bw(optarg, &p.pcie); break;
+      case 'r': bad = parse_bw(optarg, &p.nrd); break;
+      case 'w': bad = parse_bw(optarg, &p.nwr); break;
+      case 't':
+        p.tflops = strtod(optarg, &end);
+        bad = end == optarg || *end || !(p.tflops > 0) || p.tflops > 1e6;
+        break;
+      case 'O':
+        p.rate = strtod(optarg, &end);
+        bad = end == optarg || *end || !(p.rate > 0) || p.rate > 1e6;
+        break;
+      case 's': bad = _mt_parse_int(optarg, 1, 1 << 24, &iv); p.seq = (uint64_t)iv; break;
+      case 'T': bad = _mt_parse_int(optarg, 1, INT64_MAX, &iv); p.max_tokens = (uint64_t)iv; break;
+      case 'C':
+        p.only_comp = strcmp(optarg, "none") == 0 ? 0 : strcmp(optarg, "8bit") == 0 ? 1
+                      : strcmp(optarg, "4bit") == 0 ? 2 : -2;
+        bad = p.only_comp == -2;
+        break;
+      case 'k': bad = _mt_parse_int(optarg, 1, 32, &iv); p.top = (unsigned)iv; break;
+      case 'i': bad = _mt_parse_int(optarg, 2, 100, &iv); p.iterations = (unsigned)iv; break;
+      case 'j': json = true; break;
+      case 'h': usage(stdout); return 0;
+      default: usage(stderr); return 2;
+    }
+    if (bad) {
+      const char *name = "?";
+      for (const struct option *o = opts; o->name; o++)
+        if (o->val == c) name = o->name;
+      fprintf(stderr, WHO ": bad value '%s' for --%s (see --help)\n", optarg, name);
+      return 2;
+    }
+  }
+  if (optind != argc) {
+    fprintf(stderr, WHO ": unexpected argument '%s' (see --help)\n", argv[optind]);
+    return 2;
+  }
+  const char *missing = !p.model ? "--model" : !p.gpu ? "--gpu-mem" : !p.host ? "--host-mem" : !p.pcie ? "--pcie-bw"
+                        : !p.nrd ? "--nvme-read-bw" : !p.nwr ? "--nvme-write-bw" : NULL;
+  if (missing) {
+    fprintf(stderr, WHO ": %s is required (see --help)\n", missing);
+    return 2;
+  }
+  if (access(p.model, R_OK) != 0) {
+    fprintf(stderr, WHO ": %s: cannot open: %s\n", p.model, strerror(errno));
+    return 2;
+  }
+  static char self[4096];
+  ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (sl <= 0) {
+    fprintf(stderr, WHO ": cannot find its own executable: %s\n", strerror(errno));
+    return 1;
+  }
+  self[sl] = '\0';
+  p.self = self;
+  char dir[] = "/tmp/mt-plan.XXXXXX";
+  if (!mkdtemp(dir)) {
+    fprintf(stderr, WHO ": cannot make a folder for traces: %s\n", strerror(errno));
+    return 1;
+  }
+  p.dir = dir;
+
+  /* the candidates; synth checks the model (a bad config is its message, exit 2) */
+  static const unsigned mbs[] = {1, 2, 4, 8, 16};
+  for (unsigned a = 0; a < 5; a++)
+    for (unsigned ck = 0; ck < 2; ck++)
+      for (unsigned h = 0; h < 2; h++)
+        for (unsigned cm = 0; cm < 3; cm++)
+          for (unsigned g = 0; g < 2; g++) {
+            if (p.only_comp >= 0 && cm != (unsigned)p.only_comp) continue;
+            if (p.n == MAXC) break;
+            cand_t *x = &p.c[p.n];
+            *x = (cand_t){.mb = mbs[a], .ckpt = ck, .host = h == 0, .comp = cm, .ga = 1};
+            x->ga = g == 0 ? 1 : 0; /* 0: the most micro-batches the step allows, set once seq is known */
+            p.n++;
+          }
+  int rc = 0;
+  unsigned total = p.n + p.top, done = 0;
+  uint64_t seq = p.seq;
+  for (unsigned i = 0; i < p.n && rc == 0; i++) {
+    cand_t *x = &p.c[i];
+    if (x->ga == 0) {
+      if (!seq) {
+        cand_t probe = *x;
+        probe.ga = 1;
+        if ((rc = synth(&p, &probe, false)) != 0) break;
+        seq = probe.tokens / probe.mb;
+      }
+      uint64_t g = p.max_tokens / (x->mb * seq);
+      if (g <= 1) { /* the same as ga 1: drop it */
+        p.c[i] = p.c[--p.n];
+        i--;
+        continue;
+      }
+      x->ga = (unsigned)(g > MAX_GA ? MAX_GA : g);
+    }
+    if ((uint64_t)x->mb * seq > p.max_tokens) {
+      p.c[i] = p.c[--p.n];
+      i--;
+      continue;
+    }
+    if ((rc = synth(&p, x, false)) == 0) rc = synth(&p, x, true);
+    mt_progress("plan: synth", ++done, total);
+  }
+  if (rc != 0) {
+    mt_progress_end();
+    fprintf(stderr, WHO ": mt-trace synth failed for %s (run it alone to see why)\n", p.model);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) {}
+    return rc == 2 ? 2 : 1;
+  }
+  if (fits(&p)) {
+    mt_progress_end();
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) {}
+    return 1;
+  }
+  for (unsigned i = 0; i < p.n; i++) bound(&p, &p.c[i]);
+  qsort(p.c, p.n, sizeof p.c[0], by_bound);
+  diversify(&p);
+  unsigned nr = p.top < p.n ? p.top : p.n;
+  for (unsigned i = 0; i < nr; i++) {
+    replay(&p, &p.c[i]);
+    mt_progress("plan: replay", ++done, total);
+  }
+  mt_progress_end();
+  qsort(p.c, nr, sizeof p.c[0], by_replay);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, WHO ": could not remove %s\n", dir);
+  if (p.c[0].failed || !p.c[0].replayed) {
+    fprintf(stderr, WHO ": does not fit: none of the %u best candidates runs in GPU %.1f GiB, host %.1f GiB, "
+            "NVMe %.1f GiB; the best one's replay says: %s\n", nr, (double)p.gpu / (1 << 30),
+            (double)p.host / (1 << 30), (double)p.nvme / (1 << 30), p.c[0].why);
+    return 1;
+  }
+  if (json) print_json(&p, nr);
+  else print_text(&p, nr);
+  return 0;
+}
