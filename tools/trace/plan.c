@@ -433,13 +433,15 @@ static void print_text(const plan_t *p, unsigned replayed) {
          "NVMe %.1f GB\n", 100 * b->busy[R_GPU], 100 * b->busy[R_H2D], 100 * b->busy[R_D2H], 100 * b->busy[R_NVME],
          100 * b->busy[R_POOL], (double)b->peak_host / 1e9, (double)b->peak_nvme / 1e9);
   printf("settings:\n  MT_MAX_VRAM=%llu MT_MAX_HOST=%llu MT_CHUNK=%llu MT_PREDICTOR=correlation",
-         (unsigned long long)p->gpu, (unsigned long long)b->pager_host, (unsigned long long)chunk_for(p->gpu, b->act));
+         (unsigned long long)p->gpu, (unsigned long long)(b->pager_host + (b->host ? b->opt_host : 0)),
+         (unsigned long long)chunk_for(p->gpu, b->act));
   if (b->host) printf(" MT_OPTIMIZER=host MT_OPTIMIZER_COMPRESSION=%s", COMP[b->comp]);
   if (b->spills || b->state_nvme) printf(" MT_OFFLOAD_DIR=<the NVMe RAID's folder>");
   printf("\n");
   if (b->host)
-    printf("  (the host optimizer: its state may use %.1f GB of host memory, the rest NVMe; MT_OPTIMIZER=host\n"
-           "  is the library's C API today, not yet wired to PyTorch)\n", (double)b->opt_host / 1e9);
+    printf("  (MT_MAX_HOST holds the host optimizer's memory too: %.1f GB of it here, the rest of its state\n"
+           "  on NVMe, which the library does not do yet: it keeps all of its state in host memory)\n",
+           (double)b->opt_host / 1e9);
   printf("training flags:\n  micro-batch %u, gradient accumulation %u, sequence %llu, %s\n", b->mb, b->ga,
          (unsigned long long)(b->tokens / b->mb / b->ga),
          b->ckpt ? "activation checkpointing on every layer (recompute in backward)" : "no activation checkpointing");
