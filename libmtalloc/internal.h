@@ -116,7 +116,7 @@ typedef enum mt_opt_type {
     "copies; a difference (a kernel wrote memory advised read-mostly) is logged as an error " \
     "naming the allocation and offset, and the chunk is copied back so nothing is lost")  \
   X(OPTIM_KERNEL, CHOICE, "auto", 0, 0, "auto|scalar|avx2|avx512|mkl", "",           \
-    "host optimizer kernel (C API only): auto = the widest this CPU has; a forced kernel the " \
+    "host optimizer kernel (C API and megatrain.AdamW/Adam): auto = the widest this CPU has; a forced kernel the " \
     "CPU lacks makes optimizer creation fail; mkl = torch's own MKL square root")  \
   X(SHOW_CONFIG, BOOL, "off", 0, 0, "", "",                                        \
     "print the effective options table at start")
