@@ -209,8 +209,12 @@ class Recorder:
                 f[0], f[1], f[2] = min(f[0], off), max(f[1], off + n), f[2] | kind
 
         overwrite = name in _OVERWRITE
+        # zeros_like(x), new_zeros(x, ...): x gives only a shape, its data is not read
+        shape_only = name.endswith("_like") or name.startswith("new_")
         inputs = []
         for argname, v in bound.items():
+            if shape_only and argname not in written:
+                continue
             kind = ACC_READ
             if argname in written:
                 kind = ACC_WRITE if (overwrite and argname == "self") or argname.startswith("out") else ACC_RW
