@@ -336,8 +336,9 @@ def _load_model(torch, a):
     else:
         try:
             cfg = transformers.AutoConfig.for_model(name, **over)
-        except (ValueError, KeyError) as e:
-            raise UsageError(f"--hf-config {name}: not a model type nor a config class ({e})") from None
+        except (ValueError, KeyError):  # its message lists every model type: too long to print
+            raise UsageError(f"--hf-config {name}: not a transformers model type (gpt2, llama, ...) "
+                             "nor a config class (GPT2Config)") from None
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(cfg)
     ids = torch.zeros(a.batch, a.seq, dtype=torch.long, device="meta")

@@ -154,7 +154,8 @@ def main():
     for args, what in ((["--model", "no_such_module_xyz:f"], "cannot import"),
                        (["--model", "test_record:no_such_function"], "no function"),
                        (["--model", "test_record"], "MODULE:FUNCTION"),
-                       ([], "--model")):
+                       ([], "--model"),
+                       (["--hf-config", "no_such_model_type"], "not a transformers model type")):
         r = run(rec + args + ["-o", bad], PYTHONPATH=path_env)
         check(r.returncode == 2 and what in r.stderr, f"{args or 'no --model/--hf-config'}: exit 2, "
               f"'{what}' (rc {r.returncode}: {r.stderr.strip()[-200:]})")
