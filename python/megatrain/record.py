@@ -182,7 +182,7 @@ class Recorder:
         schema = func._schema
         # Which arguments this op writes (alias annotation with '!').
         written = set()
-        for i, a in enumerate(schema.arguments):
+        for a in schema.arguments:
             if a.alias_info is not None and a.alias_info.is_write:
                 written.add(a.name)
         bound = {}

@@ -85,13 +85,7 @@ def main():
     live = set()
     seen_alloc = set()
     ok_spans = True
-    pos = 0
-    # every span inside a live region (replay the record order)
-    data_order = []
-    for typ in types:
-        data_order.append(typ)
-    a_iter = iter(sorted(allocs))
-    # walk records again, in order, for liveness
+    # walk the records in order: every span inside a live region
     data = open(mlp, "rb").read()
     off = struct.unpack_from("<I", data, 12)[0]
     while off < len(data):
