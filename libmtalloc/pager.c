@@ -187,114 +187,49 @@ void _mt_host_release(mt_pager_t *p, mt_chunk_t *c) {
 
 static int host_spill(mt_pager_t *p, size_t need);
 
-/* Gives c a host copy (contents undefined) from the pool. When the host
- * budget is full, drops the host copies that device chunks keep (they
- * become dirty), then, with spill and an NVMe tier, moves HOST chunks to
- * NVMe. */
-int _mt_host_get_ex(mt_pager_t *p, mt_chunk_t *c, bool spill) {
-  if (c->host_addr != 0) return 0;
-  if (p->host_used + p->chunk > p->host_budget && p->retained.rprev != &p->retained &&
-      (p->h2d_unsynced || p->ndefer > 0)) {
+int _mt_host_room(mt_pager_t *p, size_t bytes, bool spill) {
+  if (p->host_used + bytes <= p->host_budget) return 0;
+  if (p->retained.rprev != &p->retained && (p->h2d_unsynced || p->ndefer > 0)) {
     /* A retained copy may be the source of a fetch still on the h2d
      * stream, or of one deferred and not issued yet (ndefer: it would copy
      * whatever the slot holds by then); its slot goes back to the pool and
-     * is written at once by the eviction that asked for it: the fetches
-     * must be issued and done first. The host waits, only when the host
-     * budget is full (with an NVMe tier, whenever host memory is). */
+     * is written at once by whoever asked for the room: the fetches must be
+     * issued and done first. The host waits, only when the host budget is
+     * full (with an NVMe tier, whenever host memory is). */
     int rc = _mt_fetch_flush(p);
     if (rc == 0) rc = _mt_h2d_drain(p, false);
     if (rc < 0) return rc;
   }
-  while (p->host_used + p->chunk > p->host_budget && p->retained.rprev != &p->retained) {
+  while (p->host_used + bytes > p->host_budget && p->retained.rprev != &p->retained) {
     mt_chunk_t *old = p->retained.rprev; /* the oldest retained copy */
     _mt_host_release(p, old);
     set_dirty(p, old);
   }
-  if (p->host_used + p->chunk > p->host_budget && spill && p->nv != NULL) {
+  if (p->host_used + bytes > p->host_budget && spill && p->nv != NULL) {
     /* A spill that fails (no space, I/O error: the store said which, with
      * the directory, file and offset) leaves its chunks in host memory;
      * the operation that needed the room fails out-of-memory. */
-    (void)host_spill(p, 1);
+    (void)host_spill(p, (p->host_used + bytes - p->host_budget + p->chunk - 1) / p->chunk);
   }
-  if (p->host_used + p->chunk > p->host_budget) {
-    if (p->nv != NULL) return -ENOMEM; /* host_spill said why */
+  return p->host_used + bytes > p->host_budget ? -ENOMEM : 0;
+}
+
+/* Gives c a host copy (contents undefined) from the pool, making the room
+ * first (_mt_host_room). */
+int _mt_host_get_ex(mt_pager_t *p, mt_chunk_t *c, bool spill) {
+  if (c->host_addr != 0) return 0;
+  int rc = _mt_host_room(p, p->chunk, spill);
+  if (rc == -ENOMEM && p->nv == NULL)
     mt_error("host memory budget MT_MAX_HOST=%zu is full: cannot evict a %zu-byte chunk "
              "(raise MT_MAX_HOST, or lower the model's memory)", p->host_budget, p->chunk);
-    return -ENOMEM;
-  }
+  if (rc < 0) return rc; /* with an NVMe tier, host_spill said why */
   mt_host_slot_t sl;
-  int rc = _mt_pool_host_get(p, &sl);
-  if (rc < 0) return rc;
+  if ((rc = _mt_pool_host_get(p, &sl)) < 0) return rc;
   c->host = sl.h;
   c->host_off = sl.off;
   c->host_addr = sl.addr;
   p->host_used += p->chunk;
   return 0;
-}
-
-/* ---- host memory of mtalloc's own ----------------------------------------------- */
-
-int _mt_host_reserve(size_t bytes) {
-  mt_pager_t *p = _mt_pager;
-  if (p == NULL || bytes == 0) return 0;
-  pthread_mutex_lock(&p->lock);
-  size_t total = p->host_reserved_bytes + bytes;
-  size_t want = (total + p->chunk - 1) / p->chunk * p->chunk; /* whole chunks for the sum */
-  size_t more = want - p->host_reserved;
-  int rc = 0;
-  bool spilled = false;
-  if (more > 0 && more > p->host_budget) {
-    rc = -ENOMEM;
-  } else if (more > 0) {
-    if (p->host_used + more > p->host_budget && p->retained.rprev != &p->retained &&
-        (p->h2d_unsynced || p->ndefer > 0)) { /* a retained copy may be a fetch's source: see _mt_host_get_ex */
-      rc = _mt_fetch_flush(p);
-      if (rc == 0) rc = _mt_h2d_drain(p, false);
-      if (rc > 0) rc = 0; /* it waited: done all the same */
-    }
-    while (rc == 0 && p->host_used + more > p->host_budget && p->retained.rprev != &p->retained) {
-      mt_chunk_t *old = p->retained.rprev;
-      _mt_host_release(p, old);
-      set_dirty(p, old);
-    }
-    if (rc == 0 && p->host_used + more > p->host_budget && p->nv != NULL) {
-      (void)host_spill(p, (p->host_used + more - p->host_budget + p->chunk - 1) / p->chunk);
-      spilled = true;
-    }
-    if (rc == 0 && p->host_used + more > p->host_budget) rc = -ENOMEM;
-  }
-  if (rc == 0) {
-    p->host_budget -= more;
-    p->host_reserved += more;
-    p->host_reserved_bytes = total;
-  } else {
-    mt_error("host memory budget MT_MAX_HOST: the host optimizer needs %zu more bytes for its masters and "
-             "state, but only %zu of %zu are free (host copies hold %zu%s): raise MT_MAX_HOST, or use "
-             "compressed optimizer state (MT_OPTIMIZER_COMPRESSION=8bit)", bytes,
-             p->host_budget > p->host_used ? p->host_budget - p->host_used : 0, p->host_budget + p->host_reserved,
-             p->host_used, spilled ? ", and not enough of them could move to NVMe" : "");
-  }
-  pthread_mutex_unlock(&p->lock);
-  return rc;
-}
-
-void _mt_host_unreserve(size_t bytes) {
-  mt_pager_t *p = _mt_pager;
-  if (p == NULL || bytes == 0) return;
-  pthread_mutex_lock(&p->lock);
-  mt_assert(bytes <= p->host_reserved_bytes);
-  p->host_reserved_bytes -= bytes;
-  size_t want = (p->host_reserved_bytes + p->chunk - 1) / p->chunk * p->chunk;
-  p->host_budget += p->host_reserved - want;
-  p->host_reserved = want;
-  pthread_mutex_unlock(&p->lock);
-}
-
-int _mt_host_numa_node(void) {
-  int node = (int)_mt_opt_int(MT_OPT_NUMA_NODE);
-  if (node >= 0) return node;
-  mt_pager_t *p = _mt_pager;
-  return p != NULL ? p->dev->info.host_numa_node : -1;
 }
 
 static int host_get(mt_pager_t *p, mt_chunk_t *c) {

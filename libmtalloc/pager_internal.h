@@ -7,7 +7,8 @@
  * layouts are layout.c's, outside the pager); copy.c: copies and sets;
  * graph.c: captured footprints; tier_nvme.c: the NVMe tier's moves;
  * prefetch.c: the prefetch scheduler; writebehind.c: copies ahead of
- * eviction; hostwrite.c: the optimizer's write-back).
+ * eviction; hostwrite.c: the optimizer's write-back; hostbudget.c: host
+ * memory of mtalloc's own inside MT_MAX_HOST).
  *
  * One mutex, mt_pager_t.lock, guards everything here. Hooked calls take it
  * for the whole of their work, including forwarding the call to the driver:
@@ -359,6 +360,12 @@ static inline uint64_t _mt_chunk_data(const mt_pager_t *p, const mt_chunk_t *c) 
 }
 /* Work in flight still uses r (with wait: the host waits until it does not). */
 bool _mt_region_held(mt_pager_t *p, mt_region_t *r, bool wait);
+/* Makes `bytes` of the host budget free: host copies that device chunks
+ * keep give way first (they become dirty; fetches that may still read them
+ * are finished first), then, with spill and an NVMe tier, HOST chunks move
+ * to NVMe. 0 when the room is there, -ENOMEM when not (a failed spill said
+ * why), or a copy stream's error. */
+int _mt_host_room(mt_pager_t *p, size_t bytes, bool spill);
 /* A host copy for c (contents undefined); spill: host chunks may go to
  * NVMe to make room. 0 or -ENOMEM. */
 int _mt_host_get_ex(mt_pager_t *p, mt_chunk_t *c, bool spill);

@@ -6,7 +6,7 @@
  * Two promises (DESIGN.md step 6: the state lives next to the pool that
  * updates it):
  *   - inside MT_MAX_HOST. Each block is taken out of the pager's host
- *     budget first (_mt_host_reserve, pager.c), so pinned host copies, the
+ *     budget first (_mt_host_reserve, hostbudget.c), so pinned host copies, the
  *     NVMe tier's staging and the optimizer share one budget: host copies
  *     give way (device chunks drop theirs, host chunks spill to NVMe) or
  *     the allocation fails with a message that says what to raise. With no
