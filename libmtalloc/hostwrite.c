@@ -118,7 +118,10 @@ int _mt_host_write(uintptr_t addr, const void *src, size_t n) {
       }
       if (c->nv != NULL) _mt_nv_drop(p, c); /* the NVMe copy is stale now */
       if (src != NULL) rc = host_copy_in(p, c, lo - cs, (const uint8_t *)src + (lo - addr), hi - lo);
-      if (rc == 0 && p->nv != NULL) p->pol_ops->touch(p->nv->hpol, &c->node);
+      if (rc == 0 && p->nv != NULL) {
+        _mt_set_due(p, c);
+        p->pol_ops->touch(p->nv->hpol, &c->node);
+      }
     }
     mt_stat_add(host_write_bytes, n);
     _mt_check_region(p, r);

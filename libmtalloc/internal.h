@@ -92,8 +92,9 @@ typedef enum mt_opt_type {
     "log level: 0 errors, 1 warnings, 2 info, 3 debug")                            \
   X(LOG, STRING, "", 0, 0, "", "path",                                             \
     "append log lines to this file instead of stderr")                             \
-  X(POLICY, CHOICE, "lru", 0, 0, "lru", "",                                        \
-    "eviction policy")                                                             \
+  X(POLICY, CHOICE, "nextuse", 0, 0, "nextuse|lru", "",                            \
+    "eviction policy; lru = least recently used; nextuse = farthest expected next use " \
+    "first, learned from the launch stream's period (policy/nextuse.c)")            \
   X(PREDICTOR, CHOICE, "none", 0, 0, "none|correlation", "",                       \
     "access-order predictor used for prefetching; none = demand fetching only, "  \
     "correlation = second-order launch correlation (prefetch.c)")                  \

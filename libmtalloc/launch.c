@@ -235,6 +235,8 @@ static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle
              what, *kn ? " " : "", kn, need, fp->n, p->budget, p->pinned);
     return -E2BIG;
   }
+  /* its identity and uses first: residency files chunks by their next use */
+  if (p->pf != NULL && fp->func != 0) _mt_prefetch_begin(p, fp->func, fp->r, fp->n);
   size_t placed = 0, host_bytes = 0;
   if (!over && fp->cold > 0) {
     /* Room for every chunk the footprint lacks, in one go (see
@@ -299,7 +301,7 @@ static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle
     trace_launch(p, fp, f, name, 0);
   }
   /* while the kernel runs: fetch what the next ones are expected to use */
-  if (rc == 0 && p->pf != NULL && fp->func != 0) _mt_prefetch_launch(p, fp->func, fp->r, fp->n, s);
+  if (rc == 0 && p->pf != NULL && fp->func != 0) _mt_prefetch_launch(p, s);
   return rc;
 }
 

@@ -81,7 +81,9 @@ static void set_dirty(mt_pager_t *p, mt_chunk_t *c) {
  * there is an NVMe tier. A chunk is in at most one of the two policies:
  * they share its node. */
 void _mt_host_tier_in(mt_pager_t *p, mt_chunk_t *c) {
-  if (p->nv != NULL) p->pol_ops->insert(p->nv->hpol, &c->node);
+  if (p->nv == NULL) return;
+  _mt_set_due(p, c);
+  p->pol_ops->insert(p->nv->hpol, &c->node);
 }
 
 static void host_tier_out(mt_pager_t *p, mt_chunk_t *c) {
@@ -723,6 +725,7 @@ static int run_to_device(mt_pager_t *p, mt_chunk_t *cs, int n, const bool *fetch
     c->state = CH_DEVICE;
     c->region->ndevice++;
     p->used += p->chunk;
+    _mt_set_due(p, c);
     p->pol_ops->insert(p->pol, &c->node);
   }
   _mt_resident_changed(p);
@@ -781,6 +784,7 @@ int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len
   for (size_t i = first; i <= last && rc == 0;) {
     mt_chunk_t *c = &r->chunks[i];
     if (c->state == CH_DEVICE) {
+      _mt_set_due(p, c);
       p->pol_ops->touch(p->pol, &c->node);
       if (c->pf && !p->prefetching) {
         c->pf = false;
@@ -930,6 +934,7 @@ int _mt_region_use_in_place(mt_pager_t *p, mt_region_t *r, size_t *host_bytes) {
   for (uint32_t i = 0; i < r->nchunks && rc == 0; i++) {
     mt_chunk_t *c = &r->chunks[i];
     if (c->state == CH_DEVICE) {
+      _mt_set_due(p, c);
       p->pol_ops->touch(p->pol, &c->node);
       set_dirty(p, c);
       continue;
@@ -937,6 +942,7 @@ int _mt_region_use_in_place(mt_pager_t *p, mt_region_t *r, size_t *host_bytes) {
     if (c->state == CH_NONE || c->state == CH_NVME) {
       rc = _mt_chunk_host_back(p, c);
     } else if (p->nv != NULL) { /* HOST: used (and maybe written) where it lies */
+      _mt_set_due(p, c);
       p->pol_ops->touch(p->nv->hpol, &c->node);
       if (c->nv != NULL) _mt_nv_drop(p, c);
     }
@@ -1281,7 +1287,7 @@ int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **
   if (host == 0) host = _mt_sysmem_limit() / 4 * 3; /* RAM, or the cgroup's limit when lower */
   p->host_budget = host / p->chunk * p->chunk;
   p->small_limit = cfg->small_limit;
-  p->pol_ops = _mt_policy_find(cfg->policy ? cfg->policy : "lru");
+  p->pol_ops = _mt_policy_find(cfg->policy ? cfg->policy : "nextuse");
   p->pol = p->pol_ops ? p->pol_ops->create() : NULL;
   p->rmap = _mt_rmap_new();
   p->retained.rnext = p->retained.rprev = &p->retained;

@@ -158,12 +158,19 @@ void _mt_nv_drop(mt_pager_t *p, mt_chunk_t *c);
 /* ---- prefetch.c ------------------------------------------------------------
  * The prefetch scheduler (see prefetch.c). */
 typedef struct mt_prefetch mt_prefetch_t;
-/* MT_PREDICTOR / MT_PREFETCH_DEPTH; "none" or depth 0 leave p->pf NULL.
- * 0, -EINVAL (unknown predictor) or -ENOMEM. */
+/* MT_PREDICTOR / MT_PREFETCH_DEPTH; "none" or depth 0 leave p->pf NULL
+ * unless the policy reads next uses (then it only keys regions and keeps
+ * their uses). 0, -EINVAL (unknown predictor) or -ENOMEM. */
 int _mt_prefetch_open(struct mt_pager *p, const char *predictor, unsigned depth);
 void _mt_prefetch_close(struct mt_pager *p);
-/* A launch of func with footprint rs[0..n) was just forwarded on s. */
-void _mt_prefetch_launch(struct mt_pager *p, uint64_t func, struct mt_region **rs, size_t n, mt_handle_t s);
+/* A launch of func with footprint rs[0..n) is being prepared: its identity,
+ * its regions' keys and uses, the clock (before the footprint is made
+ * resident, so that residency sees this launch's uses). */
+void _mt_prefetch_begin(struct mt_pager *p, uint64_t func, struct mt_region **rs, size_t n);
+/* That launch was just forwarded on s: prefetch for the next ones. */
+void _mt_prefetch_launch(struct mt_pager *p, mt_handle_t s);
+/* The clock of r's next expected use, 0 when unknown (predictor/reuse.h). */
+uint64_t _mt_prefetch_due(struct mt_pager *p, struct mt_region *r);
 /* r (with r->pf_event) is about to be used on s: s waits for its copies. */
 int _mt_prefetch_wait(struct mt_pager *p, struct mt_region *r, mt_handle_t s);
 /* r is freed or destroyed: forget its key and event. */
@@ -257,6 +264,8 @@ typedef struct mt_region {
   uint64_t key_func;         /* prefetch.c: the function of that launch, */
   uint32_t key_slot;         /* and the footprint slot it came through */
   mt_handle_t pf_event;      /* prefetch.c: recorded after its prefetch copies; 0 = none */
+  uint64_t due;              /* prefetch.c: the clock of its next expected use (0 = unknown), */
+  uint64_t due_clock;        /* computed at this clock */
   bool freed;                /* the application freed it; destroyed once its stream work is
                               * done. Its chunks never move again (no copy of dead data) and
                               * have left the live tier counts */
@@ -331,6 +340,7 @@ struct mt_pager {
                               * replays (stats live_*_bytes) */
   struct mt_nvtier *nv;      /* tier_nvme.c; NULL: no NVMe tier */
   struct mt_prefetch *pf;    /* prefetch.c; NULL: demand fetching only */
+  uint64_t clock;            /* prefetch.c: launches seen, the unit of next-use dues */
   /* write-behind (pager.c): batches of copies that clean dirty chunks ahead
    * of their eviction, oldest first; ids grow, done_id: all up to it done */
   struct mt_clean_batch { uint32_t id; mt_handle_t ev; } clean_ring[8]; /* MT_CLEAN_RING */
@@ -425,7 +435,16 @@ static inline size_t _mt_region_bytes(const mt_pager_t *p, const mt_region_t *r)
 #define TOUCH_SLACK 64
 static inline bool _mt_region_hot(const mt_pager_t *p, const mt_region_t *r, bool write) {
   return r->kind == REG_SMALL ||
-         (r->ndevice == r->nchunks && (!write || (r->nclean == 0 && r->nwb == 0)) && r->npf == 0 && p->epoch - r->touched < TOUCH_SLACK);
+         (r->ndevice == r->nchunks && (!write || (r->nclean == 0 && r->nwb == 0)) && r->npf == 0 &&
+          p->epoch - r->touched < TOUCH_SLACK &&
+          /* next-use eviction: the use its chunks were filed for is still ahead */
+          (!p->pol_ops->uses_due || r->due == 0 || r->due > p->clock));
+}
+
+/* Before a policy insert or touch of c: its next use, for a policy that
+ * reads it (policy.h). */
+static inline void _mt_set_due(mt_pager_t *p, mt_chunk_t *c) {
+  if (p->pol_ops->uses_due) c->node.due = _mt_prefetch_due(p, c->region);
 }
 
 /* c's write-behind copy no longer makes it clean (written since, cleaned,

@@ -51,6 +51,7 @@
 #include "pager_internal.h"
 #include "predictor.h"
 #include "regionkey.h"
+#include "reuse.h"
 
 #define MIN_CONFIDENCE 0.25 /* below this a predicted launch is not prefetched for */
 #define WINDOW_MAX 256      /* regions of the window looked at per launch */
@@ -68,23 +69,30 @@ struct mt_prefetch {
   size_t cap, n;
   mt_pred_region_t *regs;    /* scratch: this launch's footprint as keys */
   size_t cap_regs;
+  size_t nregs;              /* of them, this launch's (begin to launch) */
+  uint64_t id;               /* this launch's identity */
   mt_pred_launch_t *out;     /* depth predictions */
+  mt_reuse_t *reuse;         /* next-use estimates, when the policy reads them */
 };
 
 int _mt_prefetch_open(mt_pager_t *p, const char *predictor, unsigned depth) {
   const mt_predictor_ops_t *ops = _mt_predictor_find(predictor ? predictor : "none");
   if (ops == NULL) return -EINVAL;
-  if (ops == &_mt_predictor_none || depth == 0) return 0; /* demand fetching only */
+  bool prefetch = ops != &_mt_predictor_none && depth > 0;
+  bool dues = p->pol_ops->uses_due; /* next-use eviction needs keys and their uses */
+  if (!prefetch && !dues) return 0; /* demand fetching, LRU: nothing to do per launch */
   mt_prefetch_t *pf = calloc(1, sizeof(*pf));
   if (pf == NULL) return -ENOMEM;
   pf->ops = ops;
-  pf->depth = depth;
+  pf->depth = prefetch ? depth : 0;
   pf->pred = ops->create(NULL);
+  pf->reuse = dues ? _mt_reuse_create() : NULL;
   pf->cap = 1024;
   pf->map = calloc(pf->cap, sizeof(*pf->map));
-  pf->out = calloc(depth, sizeof(*pf->out));
-  if (pf->pred == NULL || pf->map == NULL || pf->out == NULL) {
+  pf->out = calloc(depth ? depth : 1, sizeof(*pf->out));
+  if (pf->pred == NULL || pf->map == NULL || pf->out == NULL || (dues && pf->reuse == NULL)) {
     if (pf->pred) ops->destroy(pf->pred);
+    _mt_reuse_destroy(pf->reuse);
     free(pf->map);
     free(pf->out);
     free(pf);
@@ -98,6 +106,7 @@ void _mt_prefetch_close(mt_pager_t *p) {
   mt_prefetch_t *pf = p->pf;
   if (pf == NULL) return;
   pf->ops->destroy(pf->pred);
+  _mt_reuse_destroy(pf->reuse);
   free(pf->map);
   free(pf->regs);
   free(pf->out);
@@ -217,8 +226,10 @@ static bool prefetch_region(mt_pager_t *p, mt_region_t *r, mt_handle_t s) {
   return rc == 0 && fl == 0;
 }
 
-void _mt_prefetch_launch(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n, mt_handle_t s) {
+void _mt_prefetch_begin(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n) {
   mt_prefetch_t *pf = p->pf;
+  pf->nregs = 0;
+  pf->id = 0;
   if (n > pf->cap_regs) {
     size_t cap = pf->cap_regs ? pf->cap_regs : 16;
     while (cap < n) cap *= 2;
@@ -239,6 +250,13 @@ void _mt_prefetch_launch(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t 
     id = _mt_mix64(id ^ k) + i;
   }
   if (id == 0) id = 1;
+  pf->id = id;
+  if (pf->reuse != NULL) {
+    p->clock = _mt_reuse_launch(pf->reuse, id);
+    uint64_t period = _mt_reuse_period(pf->reuse);
+    p->pol_ops->advance(p->pol, p->clock, period);
+    if (p->nv != NULL) p->pol_ops->advance(p->nv->hpol, p->clock, period);
+  }
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {
     mt_region_t *r = rs[i];
@@ -248,10 +266,29 @@ void _mt_prefetch_launch(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t 
       r->key_slot = (uint32_t)i;
       map_put(pf, r->key, r);
     }
+    /* its use now, before the residency that follows asks for its next */
+    if (pf->reuse != NULL) (void)_mt_reuse_use(pf->reuse, r->key);
     if (r->kind == REG_SMALL) continue; /* always resident: nothing to prefetch */
     pf->regs[m++] = (mt_pred_region_t){r->key, r->size};
   }
-  pf->ops->observe(pf->pred, id, pf->regs, m);
+  pf->nregs = m;
+}
+
+uint64_t _mt_prefetch_due(mt_pager_t *p, mt_region_t *r) {
+  mt_prefetch_t *pf = p->pf;
+  if (pf == NULL || pf->reuse == NULL || r->key == 0) return 0;
+  if (r->due_clock != p->clock || r->due_clock == 0) {
+    r->due = _mt_reuse_next(pf->reuse, r->key);
+    r->due_clock = p->clock;
+  }
+  return r->due;
+}
+
+void _mt_prefetch_launch(mt_pager_t *p, mt_handle_t s) {
+  mt_prefetch_t *pf = p->pf;
+  uint64_t id = pf->id;
+  if (id == 0 || pf->depth == 0) return; /* no identity (out of memory), or no prefetching */
+  pf->ops->observe(pf->pred, id, pf->regs, pf->nregs);
   if (_mt_capture_active(p)) return; /* no waits, queries or mapping changes now */
   size_t np = pf->ops->predict(pf->pred, pf->out, pf->depth);
   /* 1. the window: the regions the predicted launches use, each looked up

@@ -69,7 +69,7 @@ static mt_policy_node_t *lru_victim(mt_policy_t *p, mt_policy_eligible_fn eligib
   return NULL;
 }
 
-static const mt_policy_ops_t lru_ops = {
+const mt_policy_ops_t _mt_policy_lru = {
   .name = "lru",
   .create = lru_create,
   .destroy = lru_destroy,
@@ -78,8 +78,3 @@ static const mt_policy_ops_t lru_ops = {
   .touch = lru_touch,
   .victim = lru_victim,
 };
-
-const mt_policy_ops_t *_mt_policy_find(const char *name) {
-  if (strcmp(name, lru_ops.name) == 0) return &lru_ops;
-  return NULL;
-}

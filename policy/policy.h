@@ -9,6 +9,9 @@
  * eligible() callback lets the pager veto chunks it cannot evict now (held
  * by an in-flight launch, part of the launch being prepared, pinned).
  *
+ * Policies: lru (lru.c), the baseline; nextuse (nextuse.c), farthest
+ * predicted next use first, which needs the caller to set each node's due.
+ *
  * Threading: none of its own; the pager calls it under its lock.
  */
 #ifndef MT_POLICY_H
@@ -20,6 +23,9 @@
 typedef struct mt_policy_node {
   struct mt_policy_node *prev, *next;
   uint64_t stamp;       /* policy-private (LRU: last use, in touches) */
+  uint64_t due;         /* set by the caller before insert/touch: the clock of the
+                           next use expected (predictor/reuse.h), 0 = unknown;
+                           read by policies that look ahead (nextuse) */
   bool linked;
 } mt_policy_node_t;
 
@@ -37,9 +43,17 @@ typedef struct mt_policy_ops {
   void (*touch)(mt_policy_t *p, mt_policy_node_t *n);   /* used by a launch or copy */
   /* The node to evict first among those eligible() accepts, or NULL. */
   mt_policy_node_t *(*victim)(mt_policy_t *p, mt_policy_eligible_fn eligible, void *arg);
+  /* The clock (the due's unit) is now now, the stream's period is period
+     (0 = unknown). NULL for policies that do not look ahead. */
+  void (*advance)(mt_policy_t *p, uint64_t now, uint64_t period);
+  /* Whether it reads `due`: the caller need not compute dues otherwise. */
+  bool uses_due;
 } mt_policy_ops_t;
 
-/* The policy named name ("lru"), or NULL. */
+extern const mt_policy_ops_t _mt_policy_lru;
+extern const mt_policy_ops_t _mt_policy_nextuse;
+
+/* The policy named name ("lru", "nextuse"), or NULL. */
 const mt_policy_ops_t *_mt_policy_find(const char *name);
 
 #endif

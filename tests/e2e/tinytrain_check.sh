@@ -14,7 +14,8 @@
 #     prefetches made and used.
 # With TINYTRAIN_NVME_DIR (a directory on a disk with O_DIRECT) also
 #   (d) MT_MAX_VRAM = footprint/8, MT_MAX_HOST = footprint/4 and
-#       MT_OFFLOAD_DIR=TINYTRAIN_NVME_DIR: the same lines bit for bit, NVMe
+#       MT_OFFLOAD_DIR=TINYTRAIN_NVME_DIR and MT_POLICY=lru (the other runs
+#       use the default, nextuse): the same lines bit for bit, NVMe
 #       bytes both ways in the stats, and nothing left in the directory.
 #
 # Usage: tinytrain_check.sh TINYTRAIN LIBMTALLOC_SO FAKECUDA_DIR
@@ -219,7 +220,7 @@ if [ -n "${TINYTRAIN_NVME_DIR:-}" ]; then
   host=$((footprint / 4))
   note "run (d): MT_MAX_HOST = footprint / 4 = $host bytes, MT_OFFLOAD_DIR=$nvdir"
   run d LD_PRELOAD="$preload" FAKECUDA_JITTER_US="$jitter" MT_MAX_VRAM="$budget" MT_MAX_HOST="$host" \
-    MT_OFFLOAD_DIR="$nvdir" MT_MAX_NVME=1G MT_STATS=1
+    MT_OFFLOAD_DIR="$nvdir" MT_MAX_NVME=1G MT_POLICY=lru MT_STATS=1
   rc_d=$?
   if [ $rc_d -eq 0 ]; then
     same_as_a d

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "policy.h"
 
 Test(parse, size_forms) {
   uint64_t v;
@@ -113,7 +114,8 @@ Test(options, values_from_env) {
   cr_assert_str_eq(_mt_opt_str(MT_OPT_OFFLOAD_DIR), "/tmp/x");
   cr_assert_eq(_mt_opt_int(MT_OPT_STATS), 1);
   cr_assert_eq(_mt_opt_int(MT_OPT_PREFETCH_DEPTH), 3);
-  cr_assert_eq(_mt_opt_int(MT_OPT_POLICY), 0);
+  cr_assert_eq(_mt_opt_int(MT_OPT_POLICY), 1); /* nextuse|lru: case-insensitive */
+  cr_assert_not_null(_mt_policy_find(_mt_opt_str(MT_OPT_POLICY)), "the pager finds \"LRU\" too");
   cr_assert_eq(_mt_opt_int(MT_OPT_THREADS), 4);
   cr_assert(_mt_opt_from_env(MT_OPT_MAX_VRAM));
   cr_assert(!_mt_opt_from_env(MT_OPT_CHUNK));
@@ -127,7 +129,7 @@ Test(options, bad_values_one_line_each_and_default_kept) {
   cr_assert_eq(_mt_opt_int(MT_OPT_MAX_VRAM), 0);
   cr_assert_eq(_mt_opt_int(MT_OPT_STATS), 0);
   cr_assert_eq(_mt_opt_int(MT_OPT_PREFETCH_DEPTH), 8);
-  cr_assert_eq(_mt_opt_int(MT_OPT_POLICY), 0);
+  cr_assert_eq(_mt_opt_int(MT_OPT_POLICY), 0); /* the default, nextuse */
   cr_assert(!_mt_opt_from_env(MT_OPT_MAX_VRAM));
   int lines = 0;
   for (char *p = log; *p; p++) lines += *p == '\n';
@@ -136,7 +138,7 @@ Test(options, bad_values_one_line_each_and_default_kept) {
   cr_assert(strstr(log, "using the default 0") != NULL);
   cr_assert(strstr(log, "MT_STATS=\"maybe\" is not valid: use 1/0, on/off") != NULL);
   cr_assert(strstr(log, "MT_PREFETCH_DEPTH=\"5000\" is not valid: use a whole number from 0 to 1024") != NULL);
-  cr_assert(strstr(log, "MT_POLICY=\"fifo\" is not valid: use one of: lru") != NULL);
+  cr_assert(strstr(log, "MT_POLICY=\"fifo\" is not valid: use one of: nextuse,lru") != NULL);
 }
 
 Test(options, long_string_rejected) {

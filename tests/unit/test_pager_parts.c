@@ -1,4 +1,5 @@
-/* Description: the pager's pure parts: the LRU policy's order and veto, and
+/* Description: the pager's pure parts: the LRU and next-use policies' order
+ * and veto, and
  * the address-space allocator's first fit, merging and exhaustion, against
  * hand-computed expectations. */
 #include <criterion/criterion.h>
@@ -33,6 +34,77 @@ Test(lru, order_touch_and_veto) {
   ops->remove(p, &n[3]);
   ops->remove(p, &n[4]);
   cr_assert_eq(ops->victim(p, NULL, NULL), &n[0]);
+  ops->destroy(p);
+}
+
+static void due(const mt_policy_ops_t *ops, mt_policy_t *p, mt_policy_node_t *n, uint64_t d, bool insert) {
+  n->due = d;
+  if (insert) ops->insert(p, n);
+  else ops->touch(p, n);
+}
+
+Test(nextuse, farthest_first_then_unknown) {
+  const mt_policy_ops_t *ops = _mt_policy_find("nextuse");
+  cr_assert_not_null(ops);
+  cr_assert(ops->uses_due);
+  cr_assert(!_mt_policy_find("lru")->uses_due);
+  mt_policy_t *p = ops->create();
+  mt_policy_node_t n[6] = {0};
+  cr_assert_null(ops->victim(p, NULL, NULL));
+  ops->advance(p, 10, 1000); /* clock 10, period 1000: the wheel spans 4096 ticks */
+  due(ops, p, &n[0], 500, true);
+  due(ops, p, &n[1], 3000, true);
+  due(ops, p, &n[2], 20, true);
+  due(ops, p, &n[3], 0, true);   /* unknown */
+  due(ops, p, &n[4], 9000, true); /* beyond the wheel: the farthest bucket */
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[4], "farthest next use first");
+  ops->remove(p, &n[4]);
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[1]);
+  cr_assert_eq(ops->victim(p, odd_only, n), &n[1]);
+  cr_assert_eq(ops->victim(p, (mt_policy_eligible_fn)NULL, NULL), &n[1]);
+  due(ops, p, &n[1], 15, false); /* used again, next use soon */
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[0]);
+  cr_assert_eq(ops->victim(p, odd_only, n), &n[1], "vetoed nodes are skipped");
+  ops->remove(p, &n[0]);
+  ops->remove(p, &n[0]); /* twice is harmless */
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[2]);
+  ops->remove(p, &n[2]);
+  ops->remove(p, &n[1]);
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[3], "unknown ones last");
+  ops->destroy(p);
+}
+
+Test(nextuse, passed_dues_become_unknown_and_far_ones_are_refiled) {
+  const mt_policy_ops_t *ops = _mt_policy_find("nextuse");
+  mt_policy_t *p = ops->create();
+  mt_policy_node_t n[4] = {0};
+  ops->advance(p, 1, 100); /* the wheel spans 4096 ticks */
+  due(ops, p, &n[0], 50, true);
+  due(ops, p, &n[1], 60, true);
+  due(ops, p, &n[2], 100000, true); /* clamped into the farthest bucket */
+  due(ops, p, &n[3], 0, true);
+  ops->advance(p, 55, 100);
+  /* n[0]'s use has passed: it joins the unknown list (hot end) */
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[2]);
+  ops->remove(p, &n[2]);
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[1]);
+  ops->remove(p, &n[1]);
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[3], "the older unknown first");
+  ops->remove(p, &n[3]);
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[0]);
+  /* a whole wheel turn later, the clamped node is still the farthest */
+  due(ops, p, &n[2], 100000, true);
+  due(ops, p, &n[1], 9000, true);
+  ops->advance(p, 8000, 100);
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[2]);
+  ops->remove(p, &n[2]);
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[1]);
+  /* a new period rescales the wheel; order is kept */
+  due(ops, p, &n[2], 200000, true);
+  ops->advance(p, 8001, 50000);
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[2]);
+  ops->remove(p, &n[2]);
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[1]);
   ops->destroy(p);
 }
 

@@ -101,7 +101,7 @@ static void usage(FILE *f) {
           "  --nvme-read-bw, --nvme-write-bw BYTES/S\n"
           "                        the drive (default 3.2G each); the pager waits for\n"
           "                        its NVMe transfers, so their time is the host's\n"
-          "  --policy NAME         eviction policy (lru)\n"
+          "  --policy NAME         eviction policy: nextuse (default, as MT_POLICY) or lru\n"
           "  --predictor NAME      access-order predictor: none (default, demand fetching)\n"
           "                        or correlation (prefetch.c: fetch what the next launches\n"
           "                        use while this one runs)\n"
@@ -335,7 +335,7 @@ int mt_cmd_replay(int argc, char **argv) {
   uint64_t gpu = 0, host = 0, chunk = 0, iters = UINT64_MAX, nvme_mem = 0, opt_mem = UINT64_MAX;
   double opt_rate = 10;
   double h2d = 25e9, d2h = 25e9, nvme_rd = 3.2e9, nvme_wr = 3.2e9;
-  const char *policy = "lru", *predictor = "none";
+  const char *policy = "nextuse", *predictor = "none";
   unsigned depth = 8;
   bool json = false, host_map = true, unmap_sync = true, writes_aware = false;
   optind = 1;
@@ -363,7 +363,7 @@ int mt_cmd_replay(int argc, char **argv) {
       case 'p':
         policy = optarg;
         if (_mt_policy_find(policy) == NULL) {
-          fprintf(stderr, "mt-trace replay: unknown policy '%s' (available: lru)\n", optarg);
+          fprintf(stderr, "mt-trace replay: unknown policy '%s' (available: lru, nextuse)\n", optarg);
           return 2;
         }
         break;
@@ -616,7 +616,7 @@ done:
     char cov[32] = "null", acc[32] = "null", tim[32] = "null";
     uint64_t pfs = mt_stat_get(prefetches), used = mt_stat_get(prefetch_used), late = mt_stat_get(prefetch_late);
     uint64_t all = mt_stat_get(fetches);
-    if (r.p->pf != NULL) {
+    if (strcmp(predictor, "none") != 0) { /* not when next-use eviction alone keeps keys */
       if (all) snprintf(cov, sizeof cov, "%.4f", (double)pfs / (double)all);
       if (pfs) snprintf(acc, sizeof acc, "%.4f", (double)used / (double)pfs);
       if (used) snprintf(tim, sizeof tim, "%.4f", used > late ? (double)(used - late) / (double)used : 0.0);

@@ -1,0 +1,213 @@
+/*
+ * nextuse.c - evict the chunk whose next use is farthest away (Belady's
+ * rule, on predicted next uses).
+ *
+ * The pager sets each node's `due` (the clock of its region's next use,
+ * predictor/reuse.h; 0 = unknown) before it inserts or touches it, and
+ * tells the clock and the period with advance(). Nodes are filed in one of:
+ *  - a time wheel of NB buckets over the next NB << shift clock ticks,
+ *    bucket (due >> shift) % NB; shift is chosen so that the wheel spans
+ *    at least two periods, and nodes beyond it wait in the farthest bucket;
+ *  - the unknown list, in LRU order: nodes with no estimate (the first
+ *    iteration, a region never seen), and nodes whose due has passed
+ *    without a use (the estimate was wrong: the iteration took another
+ *    path, or the stream diverged).
+ * A victim comes from the farthest nonempty bucket towards now, then from
+ * the unknown list, coldest first. Within a bucket (the same 1 << shift
+ * ticks) the order is LRU's. With no estimates at all it is exactly LRU.
+ * The unknown list goes last because in a training loop a passed due is
+ * mostly a late use, not a wrong one (measured: taking the unknown list
+ * first cost ViT 2.9 points and BERT 0.5 with demand fetching, and gained
+ * 2.4% on the synth 7B trace).
+ *
+ * advance() moves the wheel: buckets whose time has passed are emptied,
+ * each node refiled (a node clamped into the farthest bucket goes where
+ * its due now falls; a passed due goes to the unknown list, at its hot
+ * end: it was expected just now, so it is likely needed soon). Each node
+ * is refiled at most once per NB buckets of clock, so the work is O(1)
+ * per node per wheel turn. A period that needs another shift refiles
+ * everything once.
+ *
+ * Node fields: stamp = 0 on the unknown list, else 1 + bucket index.
+ * Threading: none of its own; the pager calls it under its lock.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy.h"
+
+#define NB 4096                  /* buckets; a power of two */
+#define NWORDS (NB / 64)
+
+struct mt_policy {
+  mt_policy_node_t unknown;      /* sentinel: unknown.next is the most recent */
+  mt_policy_node_t wheel[NB];    /* sentinels, same order within a bucket */
+  uint64_t bits[NWORDS];         /* nonempty buckets */
+  uint64_t now;
+  uint64_t base;                 /* slot (clock >> shift) of now: the wheel is [base, base + NB) */
+  unsigned shift;
+};
+
+static void list_init(mt_policy_node_t *h) {
+  h->next = h->prev = h;
+}
+
+static bool list_empty(const mt_policy_node_t *h) {
+  return h->next == h;
+}
+
+static void unlink_node(mt_policy_t *p, mt_policy_node_t *n) {
+  n->prev->next = n->next;
+  n->next->prev = n->prev;
+  if (n->stamp != 0) {
+    size_t b = (size_t)(n->stamp - 1);
+    if (list_empty(&p->wheel[b])) p->bits[b / 64] &= ~(1ull << (b % 64));
+  }
+  n->prev = n->next = NULL;
+  n->linked = false;
+}
+
+static void link_after(mt_policy_node_t *h, mt_policy_node_t *n) {
+  n->next = h->next;
+  n->prev = h;
+  h->next->prev = n;
+  h->next = n;
+  n->linked = true;
+}
+
+/* Files n by its due: the wheel when due lies ahead, else the unknown list. */
+static void file(mt_policy_t *p, mt_policy_node_t *n) {
+  if (n->due <= p->now) {
+    n->stamp = 0;
+    link_after(&p->unknown, n);
+    return;
+  }
+  uint64_t slot = n->due >> p->shift;
+  if (slot >= p->base + NB) slot = p->base + NB - 1; /* beyond the wheel: the farthest bucket */
+  size_t b = (size_t)(slot & (NB - 1));
+  n->stamp = b + 1;
+  link_after(&p->wheel[b], n);
+  p->bits[b / 64] |= 1ull << (b % 64);
+}
+
+static mt_policy_t *nu_create(void) {
+  mt_policy_t *p = calloc(1, sizeof(*p));
+  if (p == NULL) return NULL;
+  list_init(&p->unknown);
+  for (size_t i = 0; i < NB; i++) list_init(&p->wheel[i]);
+  return p;
+}
+
+static void nu_destroy(mt_policy_t *p) {
+  free(p);
+}
+
+static void nu_insert(mt_policy_t *p, mt_policy_node_t *n) {
+  if (n->linked) unlink_node(p, n);
+  file(p, n);
+}
+
+static void nu_remove(mt_policy_t *p, mt_policy_node_t *n) {
+  if (n->linked) unlink_node(p, n);
+}
+
+static void nu_touch(mt_policy_t *p, mt_policy_node_t *n) {
+  if (!n->linked) return;
+  unlink_node(p, n);
+  file(p, n);
+}
+
+/* Refiles every node of bucket b (taken off first, so nodes refiled into b
+ * itself are not seen twice). */
+static void refile_bucket(mt_policy_t *p, size_t b) {
+  mt_policy_node_t *h = &p->wheel[b];
+  if (list_empty(h)) return;
+  mt_policy_node_t *first = h->next, *last = h->prev;
+  list_init(h);
+  p->bits[b / 64] &= ~(1ull << (b % 64));
+  last->next = NULL;
+  /* oldest first, so that the refiled keep their relative order */
+  for (mt_policy_node_t *n = last; n != NULL;) {
+    mt_policy_node_t *prev = n == first ? NULL : n->prev;
+    n->linked = false;
+    file(p, n);
+    n = prev;
+  }
+}
+
+static unsigned shift_for(uint64_t period) {
+  unsigned s = 0;
+  while (((uint64_t)NB << s) < 2 * period && s < 40) s++;
+  return s;
+}
+
+static void nu_advance(mt_policy_t *p, uint64_t now, uint64_t period) {
+  if (now < p->now) return;
+  p->now = now;
+  unsigned s = shift_for(period);
+  if (s != p->shift) { /* a new scale: every bucket refiled in the new frame */
+    mt_policy_node_t all;
+    list_init(&all);
+    for (size_t b = 0; b < NB; b++) {
+      mt_policy_node_t *h = &p->wheel[b];
+      if (list_empty(h)) continue;
+      h->next->prev = all.prev; /* splice h's nodes at all's tail */
+      all.prev->next = h->next;
+      h->prev->next = &all;
+      all.prev = h->prev;
+      list_init(h);
+    }
+    memset(p->bits, 0, sizeof(p->bits));
+    p->shift = s;
+    p->base = now >> s;
+    while (!list_empty(&all)) {
+      mt_policy_node_t *n = all.prev;
+      n->prev->next = &all;
+      all.prev = n->prev;
+      n->linked = false;
+      file(p, n);
+    }
+    return;
+  }
+  uint64_t nb = now >> p->shift;
+  if (nb == p->base) return;
+  uint64_t from = p->base, to = nb;
+  if (to - from > NB) from = to - NB; /* each bucket once */
+  p->base = nb;
+  for (uint64_t slot = from; slot < to; slot++) refile_bucket(p, (size_t)(slot & (NB - 1)));
+}
+
+static mt_policy_node_t *scan(mt_policy_node_t *h, mt_policy_eligible_fn eligible, void *arg) {
+  for (mt_policy_node_t *n = h->prev; n != h; n = n->prev)
+    if (eligible == NULL || eligible(n, arg)) return n;
+  return NULL;
+}
+
+static mt_policy_node_t *nu_victim(mt_policy_t *p, mt_policy_eligible_fn eligible, void *arg) {
+  mt_policy_node_t *n;
+  /* farthest first: slots base + NB - 1 down to base, skipping empty words */
+  for (uint64_t k = NB; k-- > 0;) {
+    size_t b = (size_t)((p->base + k) & (NB - 1));
+    if (p->bits[b / 64] == 0) {
+      uint64_t skip = b % 64; /* the rest of this word lies below b */
+      if (skip > k) break;
+      k -= skip;
+      continue;
+    }
+    if (!(p->bits[b / 64] & (1ull << (b % 64)))) continue;
+    if ((n = scan(&p->wheel[b], eligible, arg)) != NULL) return n;
+  }
+  return scan(&p->unknown, eligible, arg);
+}
+
+const mt_policy_ops_t _mt_policy_nextuse = {
+  .name = "nextuse",
+  .create = nu_create,
+  .destroy = nu_destroy,
+  .insert = nu_insert,
+  .remove = nu_remove,
+  .touch = nu_touch,
+  .victim = nu_victim,
+  .advance = nu_advance,
+  .uses_due = true,
+};
