@@ -221,8 +221,8 @@ static void trace_launch(mt_pager_t *p, const footprint_t *fp, CUfunction f, con
 static unsigned oversize_warnings;
 #define OVERSIZE_WARNINGS_MAX 16 /* then at MT_VERBOSE=2 only */
 
-static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle_t s, mt_forward_fn fwd,
-                         void *ctx, const char *what, const char *name) {
+static int launch_prepared(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle_t s, mt_forward_fn fwd,
+                           void *ctx, const char *what, const char *name) {
   size_t need = fp->need;
   const char *kn = f && name ? name : ""; /* the kernel's name, cached with its layout */
   size_t room = p->budget > p->pinned ? p->budget - p->pinned : 0;
@@ -242,8 +242,12 @@ static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle
     /* Room for every chunk the footprint lacks, in one go (see
      * _mt_make_room); a failure here is left to the region that meets it. */
     size_t lack = 0;
-    for (size_t i = 0; i < fp->n; i++)
-      if (_mt_region_bytes(p, fp->r[i]) > 0) lack += (size_t)(fp->r[i]->nchunks - fp->r[i]->ndevice) * p->chunk;
+    for (size_t i = 0; i < fp->n; i++) {
+      mt_region_t *r = fp->r[i];
+      if (_mt_region_bytes(p, r) == 0 || r->ndevice == r->nchunks) continue;
+      lack += (size_t)(r->nchunks - r->ndevice) * p->chunk;
+      for (uint32_t k = 0; k < r->nchunks; k++) p->op_fresh += (size_t)(r->chunks[k].state == CH_NONE) * p->chunk;
+    }
     if (lack > 0) _mt_make_room(p, lack);
   }
   if (over)
@@ -302,6 +306,18 @@ static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle
   }
   /* while the kernel runs: fetch what the next ones are expected to use */
   if (rc == 0 && p->pf != NULL && fp->func != 0) _mt_prefetch_launch(p, s);
+  return rc;
+}
+
+/* While a launch is prepared the pager knows its stream: memory of freed
+ * regions still in use on that stream can be its room (handoff.c). */
+static int launch_locked(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle_t s, mt_forward_fn fwd,
+                         void *ctx, const char *what, const char *name) {
+  p->op_si = _mt_stream_index(p, s);
+  p->op_fresh = 0;
+  int rc = launch_prepared(p, fp, f, s, fwd, ctx, what, name);
+  p->op_si = 0;
+  p->op_fresh = 0;
   return rc;
 }
 

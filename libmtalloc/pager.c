@@ -137,11 +137,12 @@ void _mt_check_region(const mt_pager_t *p, const mt_region_t *r) {
     mt_assert(c->state <= CH_NVME);
     if (c->state == CH_NVME) mt_assert(c->nv != NULL && _mt_nvme_chunk_valid(c->nv) && c->host_addr == 0 && c->dev == 0);
     if (c->nv != NULL) mt_assert(c->state == CH_NVME || (c->state == CH_DEVICE && !c->dirty) || c->state == CH_HOST);
-    mt_assert(c->node.linked == (c->state == CH_DEVICE || (c->state == CH_HOST && p->nv != NULL)));
+    mt_assert(c->node.linked == ((c->state == CH_DEVICE && !c->handed) || (c->state == CH_HOST && p->nv != NULL)));
+    mt_assert(!c->handed || (c->state == CH_DEVICE && r->freed && c->dev == 0));
     if (c->state == CH_DEVICE) {
       ndev++;
       nclean += !c->dirty;
-      mt_assert(c->dev != 0);
+      mt_assert(c->dev != 0 || c->handed);
     }
     if (c->state == CH_HOST) mt_assert(c->host_addr != 0 && (c->host != 0 || !p->host_mapped));
     if (c->state == CH_NONE) mt_assert(c->host_addr == 0);
@@ -375,6 +376,9 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
    * one running, and waiting for it costs less than evicting live data
    * (a copy out now and a fetch back later). */
   if (p->used + need > p->budget && p->pending) reap_pending(p, false);
+  /* then, for a launch, those still in use on its own stream: their memory
+   * is reused in stream order, no wait and no copy (handoff.c) */
+  if (p->used + need > p->budget && p->pending && !p->prefetching) _mt_handoff(p, need);
   if (p->used + need > p->budget && p->pending && may_wait && !p->prefetching && !_mt_capture_active(p))
     reap_for(p, need);
   bool reaped = false;
@@ -560,7 +564,8 @@ int _mt_pager_reserve_pinned(mt_pager_t *p, size_t bytes) {
 
 /* A device handle for a chunk about to be fetched, `left` chunks of the
  * run still to come (this one included). */
-static int dev_handle(mt_pager_t *p, size_t left, mt_handle_t *h) {
+static int dev_handle(mt_pager_t *p, size_t left, bool via_h2d, mt_handle_t *h) {
+  if (_mt_handoff_take(p, via_h2d, h)) return 0;
   int rc;
   for (int tries = 0;; tries++) {
     rc = _mt_pool_dev_get(p, h);
@@ -616,7 +621,8 @@ static int run_to_device(mt_pager_t *p, mt_chunk_t *cs, int n, const bool *fetch
   if (rc < 0) return rc;
   mt_handle_t h[EVICT_BATCH];
   for (int i = 0; i < n; i++) {
-    if ((rc = dev_handle(p, (size_t)(n - i), &h[i])) < 0) {
+    bool copy = fetch[i] && cs[i].state != CH_NONE; /* a never-touched chunk has nothing to copy */
+    if ((rc = dev_handle(p, (size_t)(n - i), copy, &h[i])) < 0) {
       while (i-- > 0) _mt_pool_dev_put(p, h[i]);
       return rc;
     }
@@ -1015,7 +1021,10 @@ static void region_destroy(mt_pager_t *p, mt_region_t *r) {
   }
   for (uint32_t i = 0; i < r->nchunks; i++) {
     mt_chunk_t *c = &r->chunks[i];
-    if (c->state == CH_DEVICE) {
+    if (c->state == CH_DEVICE && c->handed) { /* its memory is another chunk's now */
+      c->handed = false;
+      r->nhanded--;
+    } else if (c->state == CH_DEVICE) {
       p->pol_ops->remove(p->pol, &c->node);
       p->used -= p->chunk;
       _mt_pool_dev_put(p, c->dev);
@@ -1050,13 +1059,22 @@ static void region_leaves_live(mt_pager_t *p, mt_region_t *r) {
   live_publish(p);
 }
 
-/* Destroys deferred frees whose stream work has finished (all, with wait). */
+/* Device memory a freed region still gives back when destroyed: its chunks
+ * not handed on already (handoff.c). */
+static size_t pending_gives(const mt_pager_t *p, const mt_region_t *r) {
+  if (r->kind == REG_SMALL) return 0;
+  return (size_t)(r->ndevice - r->nhanded) * p->chunk;
+}
+
+/* Destroys deferred frees whose stream work has finished (with wait, all
+ * that give device memory back: waiting for one whose memory was handed on
+ * would gain nothing). */
 static void reap_pending(mt_pager_t *p, bool wait) {
   if (_mt_capture_active(p)) return; /* no event queries during a capture (graph.c) */
   mt_region_t **pp = &p->pending;
   while (*pp != NULL) {
     mt_region_t *r = *pp;
-    if (!_mt_region_held(p, r, wait)) {
+    if (!_mt_region_held(p, r, wait && (r->kind == REG_SMALL || pending_gives(p, r) > 0))) {
       *pp = r->next_pending;
       region_destroy(p, r);
     } else {
@@ -1078,8 +1096,8 @@ static void reap_for(mt_pager_t *p, size_t need) {
   size_t over = p->used + need - p->budget, got = 0;
   for (size_t i = n; i-- > 0 && got < over;) {
     mt_region_t *r = v[i];
-    if (r->kind == REG_SMALL || r->ndevice == 0) continue; /* gives no paged device memory */
-    if (!_mt_region_held(p, r, true)) got += (size_t)r->ndevice * p->chunk;
+    if (r->kind == REG_SMALL || pending_gives(p, r) == 0) continue; /* gives no paged device memory */
+    if (!_mt_region_held(p, r, true)) got += pending_gives(p, r);
   }
   if (v != stack) free(v);
   reap_pending(p, false); /* the ones just waited for, and any others done by now */
@@ -1287,6 +1305,7 @@ int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **
   if (host == 0) host = _mt_sysmem_limit() / 4 * 3; /* RAM, or the cgroup's limit when lower */
   p->host_budget = host / p->chunk * p->chunk;
   p->small_limit = cfg->small_limit;
+  p->handoff = !cfg->no_handoff;
   p->pol_ops = _mt_policy_find(cfg->policy ? cfg->policy : "nextuse");
   p->pol = p->pol_ops ? p->pol_ops->create() : NULL;
   p->rmap = _mt_rmap_new();
@@ -1361,6 +1380,7 @@ static void pager_init(void) {
     .predictor = _mt_opt_str(MT_OPT_PREDICTOR),
     .prefetch_depth = (unsigned)_mt_opt_int(MT_OPT_PREFETCH_DEPTH),
     .host_map = _mt_opt_int(MT_OPT_HOST_MAP) == 0,
+    .no_handoff = _mt_opt_int(MT_OPT_HANDOFF) == 1,
   };
   mt_pager_t *p;
   int rc = _mt_pager_create(d, &cfg, &p);

@@ -62,6 +62,11 @@ typedef struct mt_physpool {
   size_t slab_chunks;        /* chunks per host slab */
   size_t host_slabbed;       /* chunks in host slabs, <= host_budget / chunk */
   uint64_t dev_created;      /* device handles alive (in use or pooled) */
+  mt_handle_t *handed;       /* handoff.c: freed regions' handles, reusable in stream order */
+  size_t nhanded, cap_handed;
+  uint32_t handed_si;        /* the stream they may be used on at once */
+  mt_handle_t handed_ev;     /* recorded on it after their last uses */
+  bool handed_h2d;           /* the h2d stream waits for handed_ev */
   uint64_t host_slabs;       /* host slabs made */
 } mt_physpool_t;
 
@@ -155,6 +160,18 @@ int _mt_nv_read_host(mt_pager_t *p, mt_chunk_t *c);
 /* Frees c's NVMe pages (its copy is stale, or the chunk is gone). */
 void _mt_nv_drop(mt_pager_t *p, mt_chunk_t *c);
 
+/* ---- handoff.c ------------------------------------------------------------
+ * Freed regions' device memory reused in stream order (see handoff.c). */
+/* Hands chunks of freed regions still in use on the stream of the launch
+ * being prepared (p->op_si) to the pool until `need` fits; returns the
+ * bytes handed. */
+size_t _mt_handoff(struct mt_pager *p, size_t need);
+/* A handed handle for a chunk fetched through h2d (via_h2d) or used by the
+ * launch being prepared: 1 and *h, or 0 when none may be used. */
+int _mt_handoff_take(struct mt_pager *p, bool via_h2d, mt_handle_t *h);
+/* Waits for the handed handles' event and gives them to the pool. */
+void _mt_handoff_settle(struct mt_pager *p);
+
 /* ---- prefetch.c ------------------------------------------------------------
  * The prefetch scheduler (see prefetch.c). */
 typedef struct mt_prefetch mt_prefetch_t;
@@ -204,6 +221,10 @@ int _mt_hold_done(mt_pager_t *p, const mt_hold_t *h, bool wait);
  * about everything forwarded by then. Used when prefetching, where the
  * room a prefetch may take depends on which holds have ended. */
 void _mt_stream_mark(mt_pager_t *p, uint32_t si);
+/* Whether an event can be recorded on stream si from this thread now (not
+ * retired, not another thread's per-thread stream, not capturing); its
+ * handle in *h. */
+bool _mt_stream_recordable(mt_pager_t *p, uint32_t si, mt_handle_t *h);
 /* Forgets a destroyed stream handle (its pending holds stay answerable). */
 void _mt_stream_retire(mt_pager_t *p, mt_handle_t s);
 void _mt_streams_fini(mt_pager_t *p);
@@ -223,7 +244,9 @@ typedef struct mt_chunk {
                               * in flight in this batch (clean once it is done); 0 = none */
   uint32_t wb_batch;         /* the last write-behind batch that copies from it: its device
                               * memory and host slot are not reused before it is done */
-  mt_handle_t dev;           /* DEVICE: physical device memory */
+  mt_handle_t dev;           /* DEVICE: physical device memory (0 when handed) */
+  bool handed;               /* DEVICE of a freed region, its memory handed on (handoff.c):
+                              * still mapped here until the region is destroyed */
   mt_handle_t host;          /* host copy: its slab's handle (host-mapped) or 0 */
   size_t host_off;           /* host copy: its offset in that slab */
   uintptr_t host_addr;       /* host copy: address to copy to/from; 0 = none */
@@ -251,6 +274,7 @@ typedef struct mt_region {
   uint64_t epoch;            /* == pager epoch: part of the operation being prepared */
   uint64_t touched;          /* pager epoch of the last policy touch */
   uint32_t ndevice;          /* chunks DEVICE */
+  uint32_t nhanded;          /* of them, handed on (freed; handoff.c) */
   uint32_t npf;              /* chunks prefetched and not used since (keeps it off the fast path) */
   uint32_t nclean;           /* chunks DEVICE and not dirty */
   uint32_t nwb;              /* chunks with a write-behind copy that would make them clean
@@ -347,6 +371,10 @@ struct mt_pager {
   unsigned clean_head, clean_n;
   uint32_t clean_next_id, clean_done_id;
   bool prefetching;          /* the fetches being made are a prefetch's */
+  bool handoff;              /* MT_HANDOFF: freed regions' memory reused in stream order */
+  uint32_t op_si;            /* the stream of the launch being prepared (launch.c), 0 = none */
+  size_t op_fresh;           /* bytes of its never-touched chunks not yet given memory handed
+                              * from freed regions (handoff.c: only those take it) */
 
   /* graph.c */
   struct mt_graph_fp *graphs;

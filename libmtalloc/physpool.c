@@ -18,7 +18,8 @@
  *           cuMemHostAlloc buffer. Slots are private to one chunk: never
  *           shared, as writes through two chunks would alias.
  *
- * Invariants: device: used + (handles on the free list) * chunk <= budget,
+ * Invariants: device: used + (handles on the free list and handed, see
+ * handoff.c) * chunk <= budget,
  * so the driver never holds more device memory for mtalloc than
  * MT_MAX_VRAM (a handle that would break it, after the budget shrank, is
  * released instead of kept); host: the slabs total at most MT_MAX_HOST
@@ -45,6 +46,9 @@ int _mt_pool_init(mt_pager_t *p) {
 
 int _mt_pool_dev_get(mt_pager_t *p, mt_handle_t *h) {
   mt_physpool_t *pl = &p->pool;
+  /* handed handles are counted free: used for someone not ordered after
+   * their last uses only once those are done (handoff.c) */
+  if (pl->ndev_free == 0 && pl->nhanded > 0) _mt_handoff_settle(p);
   if (pl->ndev_free > 0) {
     *h = pl->dev_free[--pl->ndev_free];
     return 0;
@@ -77,6 +81,7 @@ void _mt_pool_dev_put(mt_pager_t *p, mt_handle_t h) {
 
 void _mt_pool_dev_trim(mt_pager_t *p) {
   mt_physpool_t *pl = &p->pool;
+  _mt_handoff_settle(p);
   while (pl->ndev_free > 0 && p->used + pl->ndev_free * p->chunk > p->budget) {
     p->dev->ops->phys_release(p->dev, pl->dev_free[--pl->ndev_free]);
     pl->dev_created--;
@@ -151,7 +156,7 @@ void _mt_pool_host_put(mt_pager_t *p, const mt_host_slot_t *s) {
 void _mt_pool_check(const mt_pager_t *p) {
 #if MT_CHECK_INVARIANTS
   const mt_physpool_t *pl = &p->pool;
-  mt_assert(p->used + pl->ndev_free * p->chunk <= p->budget || pl->ndev_free == 0);
+  mt_assert(p->used + (pl->ndev_free + pl->nhanded) * p->chunk <= p->budget || pl->ndev_free + pl->nhanded == 0);
   /* slabs pinned before a reservation (_mt_host_reserve) stay: their free
    * slots may exceed the budget left, never the budget first given */
   mt_assert(pl->host_slabbed * p->chunk <= p->host_budget + p->host_reserved);

@@ -51,7 +51,8 @@
   X(prefetch_late)         \
   X(host_write_bytes)      \
   X(write_behind)          \
-  X(write_behind_used)
+  X(write_behind_used)     \
+  X(handoffs)
 
 typedef struct mt_stats {
 #define MT_STAT_DECL(name) _Atomic uint64_t name;

@@ -180,6 +180,16 @@ int _mt_hold_done(mt_pager_t *p, const mt_hold_t *h, bool wait) {
   return 0;
 }
 
+bool _mt_stream_recordable(mt_pager_t *p, uint32_t si, mt_handle_t *h) {
+  if (si == 0 || si >= p->nstreams) return false;
+  mt_stream_ent_t *e = p->streams[si];
+  if (e->h == RETIRED_HANDLE || (per_thread(e->h) && !pthread_equal(e->owner, pthread_self())) ||
+      p->dev->ops->stream_capturing(p->dev, e->h))
+    return false;
+  *h = e->h;
+  return true;
+}
+
 void _mt_stream_mark(mt_pager_t *p, uint32_t si) {
   if (si == 0 || _mt_capture_active(p)) return;
   mt_stream_ent_t *e = p->streams[si];

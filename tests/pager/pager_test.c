@@ -15,6 +15,11 @@
  *             hand out regions that launches page like any other
  *   queries   cuMemGetInfo reports the capacity; cuMemAllocPitch,
  *             cuMemGetAddressRange and cuPointerGetAttribute answer for regions
+ *   handoff   a buffer freed with cuMemFreeAsync while a slow kernel still
+ *             reads it gives its memory to the next buffer a kernel on the
+ *             same stream fills (handoffs > 0, nothing evicted), and the slow
+ *             kernel still reads its old values; on another stream the memory
+ *             is not handed
  * Usage: pager_test CASE. Exit 0 pass, 1 fail, 77 skip (not preloaded).
  */
 #include <cudaTypedefs.h>
@@ -23,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fakecuda.h"
 
@@ -45,7 +51,24 @@ static void k_sum3(void **p, const fakecuda_launch_t *l) { /* touches three buff
   a[0] = (uint8_t)(b[0] + c[0]);
 }
 
-static CUfunction f_add, f_sum3;
+static void k_fill(void **p, const fakecuda_launch_t *l) { /* x[i] = a */
+  (void)l;
+  uint32_t *x = *(uint32_t **)p[0];
+  uint32_t a = *(uint32_t *)p[1];
+  size_t n = *(size_t *)p[2];
+  for (size_t i = 0; i < n; i++) x[i] = a;
+}
+static void k_slow_sum(void **p, const fakecuda_launch_t *l) { /* r[0] = sum x[], slowly */
+  (void)l;
+  usleep(50000);
+  uint32_t *x = *(uint32_t **)p[0], *r = *(uint32_t **)p[1];
+  size_t n = *(size_t *)p[2];
+  uint32_t sum = 0;
+  for (size_t i = 0; i < n; i++) sum += x[i];
+  r[0] = sum;
+}
+
+static CUfunction f_add, f_sum3, f_fill, f_slow_sum;
 
 static void setup(void) {
   contract_preloaded();
@@ -58,6 +81,13 @@ static void setup(void) {
   size_t add_params[] = {8, 4, 8}, sum_params[] = {8, 8, 8};
   f_add = fakecuda_register_kernel("add_u32", k_add, 3, add_params);
   f_sum3 = fakecuda_register_kernel("sum3", k_sum3, 3, sum_params);
+  f_fill = fakecuda_register_kernel("fill_u32", k_fill, 3, add_params);
+  f_slow_sum = fakecuda_register_kernel("slow_sum", k_slow_sum, 3, sum_params);
+}
+
+static CUresult fill(CUdeviceptr x, uint32_t a, size_t n, CUstream s) {
+  void *args[] = {&x, &a, &n};
+  return cuLaunchKernel(f_fill, 1, 1, 1, 1, 1, 1, 0, s, args, NULL);
 }
 
 static CUresult add(CUdeviceptr x, uint32_t a, size_t n, CUstream s) {
@@ -272,9 +302,60 @@ static int case_torch(void) {
   return 0;
 }
 
+static int case_handoff(void) {
+  /* run with MT_MAX_VRAM=10M: one 2 MiB slab for r, four chunks for A, B, C */
+  CUstream s, s2;
+  CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+  size_t n = MiB; /* u32 words: 4 MiB */
+  CUdeviceptr a, b, c, r;
+  CK(cuMemAllocAsync(&r, 64, s));
+  CK(cuMemAllocAsync(&a, n * 4, s));
+  CK(cuMemAllocAsync(&b, n * 4, s));
+  CK(fill(a, 1, n, s));
+  CK(fill(b, 2, n, s));
+  CK(cuStreamSynchronize(s));
+  long ev0 = stat_of("evictions_dirty") + stat_of("evictions_clean"), h0 = stat_of("handoffs");
+  void *args[] = {&a, &r, &n};
+  CK(cuLaunchKernel(f_slow_sum, 1, 1, 1, 1, 1, 1, 0, s, args, NULL)); /* still reads a for 50 ms */
+  CK(cuMemFreeAsync(a, s));
+  CK(cuMemAllocAsync(&c, n * 4, s));
+  CK(fill(c, 3, n, s)); /* a's memory, after slow_sum by stream order */
+  CK(add(c, 4, n, s));
+  CK(cuStreamSynchronize(s));
+  long handed = stat_of("handoffs") - h0, evicted = stat_of("evictions_dirty") + stat_of("evictions_clean") - ev0;
+  EXPECT(handed == 2, "the freed buffer's two chunks were not handed on (handoffs %ld)", handed);
+  EXPECT(evicted == 0, "%ld chunks evicted although a freed buffer's memory was there", evicted);
+  uint32_t *h = malloc(n * 4), sum = 0;
+  CK(cuMemcpyDtoH(&sum, r, 4));
+  EXPECT(sum == (uint32_t)n, "slow_sum read %u, not the freed buffer's old values (%zu)", sum, n);
+  CK(cuMemcpyDtoH(h, c, n * 4));
+  for (size_t i = 0; i < n; i++) EXPECT(h[i] == 7, "c[%zu] = %u", i, h[i]);
+  CK(cuMemcpyDtoH(h, b, n * 4));
+  EXPECT(h[0] == 2 && h[n - 1] == 2, "b = %u", h[0]);
+  /* Another stream: c's memory is still in use on s when d is filled on
+   * s2, which stream order does not put after it: not handed. */
+  h0 = stat_of("handoffs");
+  CK(cuLaunchKernel(f_slow_sum, 1, 1, 1, 1, 1, 1, 0, s, (void *[]){&c, &r, &n}, NULL));
+  CK(cuMemFreeAsync(c, s));
+  CUdeviceptr d;
+  CK(cuMemAllocAsync(&d, n * 4, s2));
+  CK(fill(d, 5, n, s2));
+  CK(cuStreamSynchronize(s2));
+  CK(cuStreamSynchronize(s));
+  EXPECT(stat_of("handoffs") == h0, "memory in use on one stream handed to another (%ld)", stat_of("handoffs") - h0);
+  CK(cuMemcpyDtoH(&sum, r, 4));
+  EXPECT(sum == 7u * (uint32_t)n, "slow_sum on c read %u", sum);
+  CK(cuMemcpyDtoH(h, d, n * 4));
+  EXPECT(h[0] == 5 && h[n - 1] == 5, "d = %u", h[0]);
+  free(h);
+  printf("pager_test handoff: ok (%ld chunks handed)\n", handed);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: pager_test routes|toobig|hostfull|graph|queries|torch\n");
+    fprintf(stderr, "usage: pager_test routes|toobig|hostfull|graph|queries|torch|handoff\n");
     return 2;
   }
   setup();
@@ -284,6 +365,7 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "graph") == 0) return case_graph();
   if (strcmp(argv[1], "queries") == 0) return case_queries();
   if (strcmp(argv[1], "torch") == 0) return case_torch();
+  if (strcmp(argv[1], "handoff") == 0) return case_handoff();
   fprintf(stderr, "pager_test: unknown case %s\n", argv[1]);
   return 2;
 }

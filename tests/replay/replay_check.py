@@ -195,7 +195,7 @@ check(small_nv.returncode == 1, "an NVMe tier too small for the model: exit 1")
 for args, what in [((trace, "--gpu-mem", "12Q"), "bad size"), ((trace, "--nvme-mem", "0"), "bad --nvme-mem"),
                    ((trace, "--nvme-read-bw", "x"), "bad --nvme-read-bw"),
                    ((trace, "--predictor", "oracle"), "unknown predictor"),
-                   ((trace, "--prefetch-depth", "-1"), "bad --prefetch-depth"), ((trace, "--policy", "fifo"), "unknown policy"),
+                   ((trace, "--prefetch-depth", "-1"), "bad --prefetch-depth"), ((trace, "--policy", "fifo"), "unknown policy"), ((trace, "--handoff", "maybe"), "bad --handoff"),
                    ((trace, "--pcie-bw", "-3"), "bad bandwidth"), (("/nonexistent",), "missing file"),
                    ((trace, "--gpu-mem", "1G", "--bogus"), "unknown option"),
                    ((trace, "--unmap-sync", "maybe"), "bad --unmap-sync"),
