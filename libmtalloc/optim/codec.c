@@ -52,10 +52,6 @@ static float map8[2][256], map4[2][16], map2[2][4];
  * entry (a step or two at most), instead of a branchy binary search per
  * element. 64 KiB per map. */
 static uint8_t lut8[2][65536 + 4], lut4[2][65536 + 4], lut2[2][65536 + 4]; /* +4: a 32-bit gather */
-/* The longest walk up and down from any LUT guess, per map ([bits index][signed]),
- * measured when the LUT is built (walk_bounds): the window around the guess
- * in which the AVX2 8-bit encode looks for the scalar walk's result. */
-static int walk_up[3][2], walk_down[3][2];
 static pthread_once_t maps_once = PTHREAD_ONCE_INIT;
 
 static int cmp_float(const void *a, const void *b) {
@@ -102,31 +98,6 @@ static void build_lut(uint8_t *lut, const float *map, unsigned len) {
     memcpy(&x, &bits, 4);
     lut[u] = x == x ? (uint8_t)nearest(map, len, x) : 0;
   }
-}
-
-/* The up-walk's condition only strengthens as x grows and the down-walk's
- * (taken only when the up-walk took no step) as x shrinks, and within a LUT
- * bucket the guess is fixed and the floats are one contiguous range of
- * values; so the longest walks of a bucket are those of its two end bit
- * patterns (NaNs walk nowhere). Measured at both ends of all buckets. */
-static void walk_bounds(const float *map, const uint8_t *lut, unsigned len, int *up, int *down) {
-  int mu = 0, md = 0;
-  for (uint32_t u = 0; u < 65536; u++)
-    for (uint32_t end = 0; end < 2; end++) {
-      uint32_t bits = (u << 16) | (end ? 0xffffu : 0);
-      float x;
-      memcpy(&x, &bits, 4);
-      unsigned c = lut[u], c0 = c;
-      while (c + 1 < len && x - map[c] > map[c + 1] - x)
-        c++;
-      mu = (int)(c - c0) > mu ? (int)(c - c0) : mu;
-      c0 = c;
-      while (c > 0 && x - map[c - 1] <= map[c] - x)
-        c--;
-      md = (int)(c0 - c) > md ? (int)(c0 - c) : md;
-    }
-  *up = mu;
-  *down = md;
 }
 
 /* Floats in value order as unsigned integers (NaNs aside), and back. */
@@ -201,6 +172,51 @@ static void build_thr4_mid(void) {
     }
 }
 
+/* The 8-bit encode from the map's structure instead of table look-ups
+ * (code8 in the AVX2 path). Over the magnitudes the map is piecewise
+ * linear: decade e (values in (10^-(e+1), 10^-e]) holds 2^F evenly spaced
+ * entries whose spacing continues one step down to the top of the next
+ * decade (or to the zero / zero code under the last one). So for a
+ * magnitude u in decade e, t = u * q8_a[e] + q8_o[e] is u's real position
+ * in the sorted map (entry i at i) plus 1/2, and floor(t) the nearest
+ * entry, unless u lies near a midpoint (t near an integer), where the float
+ * rounding of the entries and of the scalar walk's differences decides.
+ * Those move t by under 1e-4 (float products of values under 2^8, map
+ * entries and differences within 2^-23 of values at most 71 spacings
+ * large), so where t is more than Q8_NEAR from an integer, floor(t) is the
+ * scalar encode's code K; nearer, floor(t -/+ Q8_DELTA) is K or K - 1 and
+ * one compare with the exact threshold (thr8p) settles it. The decade is
+ * the count of boundaries q8_bound (the decade tops 10^-1, 10^-2, ..., as
+ * map entries; -inf pads, which no value reaches) at or above u. For the
+ * signed map u is |y| over the positive half (indices 128..255, whose
+ * lowest entry is 0), and a y <= 0 takes the mirror image (entry 255 - i
+ * is -entry i). The unsigned map's lowest decade runs from its zero code
+ * (index 0) and takes y itself, negatives included: they clamp to code 0.
+ * tests/optim/test_codec_simd.c checks every threshold's neighbourhood;
+ * the same check over every float in [-1, 1] passed once (see there). */
+#define Q8_NEAR 0x1p-10
+#define Q8_DELTA 0.25
+static float q8_bound[2][8] __attribute__((aligned(32)));
+static float q8_a[2][8] __attribute__((aligned(32))), q8_o[2][8] __attribute__((aligned(32)));
+
+static void build_q8(int s) {
+  const float *map = map8[s];
+  int ndec = s ? 7 : 8, top = 255;
+  for (int e = 0; e < 8; e++) {
+    q8_bound[s][e] = -INFINITY;
+    q8_a[s][e] = q8_o[s][e] = 0;
+  }
+  for (int e = 0; e < ndec; e++) {
+    int steps = 1 << (ndec - 1 - e), lo = top - steps; /* map[lo]: the step below the decade */
+    double a = steps / ((double)map[top] - (double)map[lo]);
+    q8_a[s][e] = (float)a;
+    q8_o[s][e] = (float)(lo + 0.5 - (double)map[lo] * a);
+    if (e > 0)
+      q8_bound[s][e - 1] = map[top];
+    top = lo;
+  }
+}
+
 static void build_all(void) {
   for (int s = 0; s < 2; s++) {
     build(map8[s], 8, s);
@@ -209,13 +225,11 @@ static void build_all(void) {
     build_lut(lut8[s], map8[s], 256);
     build_lut(lut4[s], map4[s], 16);
     build_lut(lut2[s], map2[s], 4);
-    walk_bounds(map8[s], lut8[s], 256, &walk_up[0][s], &walk_down[0][s]);
-    walk_bounds(map4[s], lut4[s], 16, &walk_up[1][s], &walk_down[1][s]);
-    walk_bounds(map2[s], lut2[s], 4, &walk_up[2][s], &walk_down[2][s]);
     build_thresholds(thr4[s], map4[s], 16);
     build_thresholds(thr8p[s] + 1, map8[s], 256);
     thr8p[s][0] = -INFINITY;
     thr8p[s][256] = NAN;
+    build_q8(s);
   }
   build_thr4_mid();
 }
@@ -509,9 +523,58 @@ AVX2 static inline __m256i nan_guess(__m256i c, __m256 y, const uint8_t *lut) {
   return _mm256_loadu_si256((const __m256i *)cs);
 }
 
+/* code8's rare path: lanes whose t lies within Q8_NEAR of an integer.
+ * floor(t - Q8_DELTA) is then K or K - 1 (build_q8); for a y <= 0 of the
+ * signed map the mirror of floor(t + Q8_DELTA) is. Then K = g + (y >=
+ * the threshold of entry g), a gather from thr8p (index -1: -inf). */
+AVX2 static __m256i code8_near(__m256 y, __m256 t, __m256 neg, int s) {
+  const __m256 d = _mm256_set1_ps((float)Q8_DELTA);
+  __m256i g = _mm256_cvtps_epi32(
+      _mm256_floor_ps(_mm256_sub_ps(t, _mm256_blendv_ps(d, _mm256_sub_ps(_mm256_setzero_ps(), d), neg))));
+  if (s)
+    g = _mm256_blendv_epi8(g, _mm256_sub_epi32(_mm256_set1_epi32(255), g), _mm256_castps_si256(neg));
+  g = _mm256_min_epi32(_mm256_max_epi32(g, _mm256_set1_epi32(-1)), _mm256_set1_epi32(255));
+  const __m256 thr = _mm256_i32gather_ps(thr8p[s] + 1, g, 4);
+  return _mm256_sub_epi32(g, _mm256_castps_si256(_mm256_cmp_ps(y, thr, _CMP_GE_OQ)));
+}
+
+/* The 8-bit code of 8 values y (= x / absmax) of map s, as the scalar
+ * walk finds it, from the map's linear pieces (build_q8). A NaN's lane
+ * is garbage (inside [0, 255]); the caller patches it. */
+AVX2 static inline __m256i code8(__m256 y, int s) {
+  const int nb = s ? 6 : 7; /* decade boundaries */
+  const __m256 u = s ? _mm256_andnot_ps(_mm256_set1_ps(-0.0f), y) : y;
+  __m256i d0 = _mm256_setzero_si256(), d1 = _mm256_setzero_si256();
+  for (int k = 0; k < nb; k += 2) { /* two chains */
+    d0 = _mm256_sub_epi32(d0, _mm256_castps_si256(
+                                  _mm256_cmp_ps(u, _mm256_set1_ps(q8_bound[s][k]), _CMP_LE_OQ)));
+    if (k + 1 < nb)
+      d1 = _mm256_sub_epi32(d1, _mm256_castps_si256(_mm256_cmp_ps(
+                                    u, _mm256_set1_ps(q8_bound[s][k + 1]), _CMP_LE_OQ)));
+  }
+  const __m256i dec = _mm256_add_epi32(d0, d1);
+  const __m256 t = _mm256_add_ps(
+      _mm256_mul_ps(u, _mm256_permutevar8x32_ps(_mm256_load_ps(q8_a[s]), dec)),
+      _mm256_permutevar8x32_ps(_mm256_load_ps(q8_o[s]), dec));
+  const __m256 ft = _mm256_floor_ps(t);
+  /* near an integer: |t - floor(t) - 1/2| > 1/2 - Q8_NEAR */
+  const __m256 off = _mm256_andnot_ps(_mm256_set1_ps(-0.0f),
+                                      _mm256_sub_ps(_mm256_sub_ps(t, ft), _mm256_set1_ps(0.5f)));
+  const __m256 near = _mm256_cmp_ps(off, _mm256_set1_ps((float)(0.5 - Q8_NEAR)), _CMP_GT_OQ);
+  __m256 neg = _mm256_setzero_ps();
+  __m256i c = _mm256_cvtps_epi32(ft);
+  if (s) {
+    neg = _mm256_cmp_ps(y, _mm256_setzero_ps(), _CMP_NGT_UQ); /* y <= 0, or NaN */
+    c = _mm256_blendv_epi8(c, _mm256_sub_epi32(_mm256_set1_epi32(255), c), _mm256_castps_si256(neg));
+  }
+  if (!_mm256_testz_ps(near, near))
+    return code8_near(y, t, neg, s);
+  return _mm256_min_epi32(_mm256_max_epi32(c, _mm256_setzero_si256()), _mm256_set1_epi32(255));
+}
+
 AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned len,
-                                   const uint8_t *lut, int ku, int kd, const __m256 *bc,
-                                   const float *thr, const float *x, size_t b, size_t e) {
+                                   const uint8_t *lut, const __m256 *bc, const float *x, size_t b,
+                                   size_t e) {
   size_t n = e - b, i = 0;
   __m256 vmax = _mm256_setzero_ps();
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -527,7 +590,6 @@ AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned 
   }
   q->scales[b / _MT_CODEC_BLOCK] = amax;
   const __m256 va = _mm256_set1_ps(amax);
-  const __m256i zero = _mm256_setzero_si256(), bytemask = _mm256_set1_epi32(0xff);
   uint32_t cb[_MT_CODEC_BLOCK];
   for (i = 0; i + 8 <= n; i += 8) {
     __m256 y = amax > 0 ? _mm256_div_ps(_mm256_loadu_ps(x + i), va) : _mm256_setzero_ps();
@@ -537,21 +599,7 @@ AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned 
       _mm256_storeu_si256((__m256i *)(cb + i), c);
       continue;
     }
-    /* 8 bits: the walk from the LUT guess g ends at K, the count of entries
-     * whose step-up test y passes (see count_up), and K lies in
-     * [g - kd, g + ku] (walk_bounds); so K = g - kd plus the passes among
-     * the ku + kd thresholds from entry g - kd on, one gather each. */
-    __m256i idx = _mm256_srli_epi32(_mm256_castps_si256(y), 16);
-    __m256i g = _mm256_and_si256(_mm256_i32gather_epi32((const int *)lut, idx, 1), bytemask);
-    c = _mm256_sub_epi32(g, _mm256_set1_epi32(kd));
-    for (int k = 0; k < ku + kd; k++) {
-      /* entry g - kd + k is thr8p index g - kd + k + 1, clamped to the sentinels */
-      __m256i t = _mm256_add_epi32(g, _mm256_set1_epi32(k + 1 - kd));
-      t = _mm256_min_epi32(_mm256_max_epi32(t, zero), _mm256_set1_epi32(256));
-      __m256 ge = _mm256_cmp_ps(y, _mm256_i32gather_ps(thr, t, 4), _CMP_GE_OQ);
-      c = _mm256_sub_epi32(c, _mm256_castps_si256(ge));
-    }
-    c = _mm256_max_epi32(c, zero); /* g - kd below 0: those sentinels passed */
+    c = code8(y, q->is_signed); /* 8 bits */
     c = nan_guess(c, y, lut);
     _mm256_storeu_si256((__m256i *)(cb + i), c);
   }
@@ -680,7 +728,7 @@ AVX2 static inline void pack4(_mt_qtensor_t *q, const uint8_t *lut, const float 
 AVX2 static void encode4_scaled(_mt_qtensor_t *q, const float *map, const uint8_t *lut,
                                 const __m256 *bc, const float *x, size_t b, float amax) {
   if (!(amax > 0 && amax <= FLT_MAX)) {
-    encode_block_avx2(q, map, 16, lut, 0, 0, bc, NULL, x, b, b + _MT_CODEC_BLOCK);
+    encode_block_avx2(q, map, 16, lut, bc, x, b, b + _MT_CODEC_BLOCK);
     return;
   }
   q->scales[b / _MT_CODEC_BLOCK] = amax;
@@ -851,7 +899,7 @@ AVX2 void _mt_codec_encode_avx2(_mt_qtensor_t *q, const float *x, size_t begin, 
     _mt_codec_encode(q, x, begin, end);
     return;
   }
-  const int bi = q->bits == 8 ? 0 : 1, sg = q->is_signed;
+  const int sg = q->is_signed;
   const uint8_t *lut = lut_of(q->bits, sg);
   __m256 bc[15];
   if (q->bits == 4)
@@ -861,8 +909,7 @@ AVX2 void _mt_codec_encode_avx2(_mt_qtensor_t *q, const float *x, size_t begin, 
     if (q->bits == 4 && thr4_xspace && e - b == _MT_CODEC_BLOCK)
       encode4_block_avx2(q, map, lut, bc, x + b, b);
     else
-      encode_block_avx2(q, map, 1u << q->bits, lut, walk_up[bi][sg], walk_down[bi][sg], bc,
-                        thr8p[sg], x + b, b, e);
+      encode_block_avx2(q, map, 1u << q->bits, lut, bc, x + b, b, e);
   }
 }
 
@@ -873,7 +920,6 @@ AVX2 void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_arg
     return;
   }
   const float *mmap = _mt_codec_map(m->bits, 1), *vmap = _mt_codec_map(v->bits, 0);
-  const int mi = m->bits == 8 ? 0 : 1, vi = v->bits == 8 ? 0 : 1;
   const uint8_t *mlut = lut_of(m->bits, 1), *vlut = lut_of(v->bits, 0);
   unsigned mlen = 1u << m->bits, vlen = 1u << v->bits;
   float mb[_MT_CODEC_BLOCK], vb[_MT_CODEC_BLOCK];
@@ -901,13 +947,11 @@ AVX2 void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_arg
     if (m->bits == 4 && thr4_xspace && e - b == _MT_CODEC_BLOCK)
       encode4_block_avx2(m, mmap, mlut, mbc, mb, b);
     else
-      encode_block_avx2(m, mmap, mlen, mlut, walk_up[mi][1], walk_down[mi][1], mbc, thr8p[1], mb,
-                        b, e);
+      encode_block_avx2(m, mmap, mlen, mlut, mbc, mb, b, e);
     if (v->bits == 4 && thr4_xspace && e - b == _MT_CODEC_BLOCK)
       encode4_block_avx2(v, vmap, vlut, vbc, vb, b);
     else
-      encode_block_avx2(v, vmap, vlen, vlut, walk_up[vi][0], walk_down[vi][0], vbc, thr8p[0], vb,
-                        b, e);
+      encode_block_avx2(v, vmap, vlen, vlut, vbc, vb, b, e);
     write_out_avx2(a, b, e);
   }
 }
