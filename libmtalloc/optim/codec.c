@@ -198,6 +198,7 @@ static void build_thr4_mid(void) {
 #define Q8_DELTA 0.25
 static float q8_bound[2][8] __attribute__((aligned(32)));
 static float q8_a[2][8] __attribute__((aligned(32))), q8_o[2][8] __attribute__((aligned(32)));
+static double q8_ad[2][8]; /* q8_a before rounding, for code8x's tables */
 
 static void build_q8(int s) {
   const float *map = map8[s];
@@ -205,11 +206,13 @@ static void build_q8(int s) {
   for (int e = 0; e < 8; e++) {
     q8_bound[s][e] = -INFINITY;
     q8_a[s][e] = q8_o[s][e] = 0;
+    q8_ad[s][e] = 0;
   }
   for (int e = 0; e < ndec; e++) {
     int steps = 1 << (ndec - 1 - e), lo = top - steps; /* map[lo]: the step below the decade */
     double a = steps / ((double)map[top] - (double)map[lo]);
     q8_a[s][e] = (float)a;
+    q8_ad[s][e] = a;
     q8_o[s][e] = (float)(lo + 0.5 - (double)map[lo] * a);
     if (e > 0)
       q8_bound[s][e - 1] = map[top];
@@ -802,15 +805,143 @@ AVX2 static void encode4_block_avx2(_mt_qtensor_t *q, const float *map, const ui
   encode4_scaled(q, map, lut, bc, x, b, hmax8(vmax));
 }
 
-/* Both moments 4-bit, a whole block: decode, update and absmax in one pass
- * in registers (the moments go to L1 once, for the encode, which needs the
- * block's absmax before its first code), then encode4_scaled. The update
- * is VEC_KERNEL's (adam_kernels.c) operation for operation, without
- * amsgrad (refused with a codec); decode is decode_block_avx2's. Same bits
- * as the scalar codec path (tests/optim/test_codec_simd.c). */
-AVX2 static void q4_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
-                               _mt_qtensor_t *m, _mt_qtensor_t *v, size_t b, const __m256 *mbc,
-                               const __m256 *vbc) {
+/* code8 moved to x's scale, as x_thresholds4 does for 4 bits: for a block
+ * with absmax a, y = fl(x / a) is within 2^-23 of x / a, which moves t by
+ * under 1e-4, so t can come from x itself with the decade boundaries
+ * times a and the slopes over a (q8x_tables), no division. Lanes near a
+ * midpoint (as in code8), NaN lanes, and, for the signed map, lanes where
+ * y's sign matters but x may not tell it (0 < x < a * 2^-100, where
+ * x / a may round to +0, whose code is that of y <= 0) are flagged in
+ * *redo for the caller to encode from y. For a in [2^-100, 2^100], where
+ * the moved tables are finite and normal. */
+typedef struct {
+  __m256 bound[7], a, o, tiny;
+} q8x_t;
+
+AVX2 static inline void q8x_tables(int s, float amax, q8x_t *t) {
+  float ax[8] __attribute__((aligned(32)));
+  const double r = 1.0 / amax;
+  for (int e = 0; e < 8; e++)
+    ax[e] = (float)(q8_ad[s][e] * r);
+  for (int k = 0; k < 7; k++)
+    t->bound[k] = _mm256_set1_ps(q8_bound[s][k] * amax); /* -inf pads stay -inf */
+  t->a = _mm256_load_ps(ax);
+  t->o = _mm256_load_ps(q8_o[s]);
+  t->tiny = _mm256_set1_ps(amax * 0x1p-100f);
+}
+
+AVX2 static inline __m256i code8x(__m256 x, int s, const q8x_t *tb, __m256 *redo) {
+  const int nb = s ? 6 : 7;
+  const __m256 u = s ? _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x) : x;
+  __m256i d0 = _mm256_setzero_si256(), d1 = _mm256_setzero_si256();
+  for (int k = 0; k < nb; k += 2) {
+    d0 = _mm256_sub_epi32(d0, _mm256_castps_si256(_mm256_cmp_ps(u, tb->bound[k], _CMP_LE_OQ)));
+    if (k + 1 < nb)
+      d1 = _mm256_sub_epi32(d1,
+                            _mm256_castps_si256(_mm256_cmp_ps(u, tb->bound[k + 1], _CMP_LE_OQ)));
+  }
+  const __m256i dec = _mm256_add_epi32(d0, d1);
+  const __m256 t = _mm256_add_ps(_mm256_mul_ps(u, _mm256_permutevar8x32_ps(tb->a, dec)),
+                                 _mm256_permutevar8x32_ps(tb->o, dec));
+  const __m256 ft = _mm256_floor_ps(t);
+  const __m256 off = _mm256_andnot_ps(_mm256_set1_ps(-0.0f),
+                                      _mm256_sub_ps(_mm256_sub_ps(t, ft), _mm256_set1_ps(0.5f)));
+  /* unordered: a NaN x (or t) is redone too */
+  __m256 r = _mm256_cmp_ps(off, _mm256_set1_ps((float)(0.5 - Q8_NEAR)), _CMP_NLE_UQ);
+  __m256i c = _mm256_cvtps_epi32(ft);
+  if (s) {
+    const __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LE_OQ);
+    c = _mm256_blendv_epi8(c, _mm256_sub_epi32(_mm256_set1_epi32(255), c), _mm256_castps_si256(neg));
+    r = _mm256_or_ps(r, _mm256_andnot_ps(neg, _mm256_cmp_ps(u, tb->tiny, _CMP_LT_OQ)));
+  }
+  *redo = r;
+  return _mm256_min_epi32(_mm256_max_epi32(c, _mm256_setzero_si256()), _mm256_set1_epi32(255));
+}
+
+/* 8 codes of x into map s: code8x where the block's tables apply (tb not
+ * NULL) and no lane needs redoing, else y = x / amax and code8. */
+AVX2 static inline __m256i code8_of(__m256 x, int s, const q8x_t *tb, __m256 va, float amax) {
+  if (tb != NULL) {
+    __m256 redo;
+    __m256i c = code8x(x, s, tb, &redo);
+    if (_mm256_testz_ps(redo, redo))
+      return c;
+  }
+  const __m256 y = amax > 0 ? _mm256_div_ps(x, va) : _mm256_setzero_ps();
+  return nan_guess(code8(y, s), y, lut8[s]);
+}
+
+/* Both moments 8-bit, a whole block, once the update has left them in mx
+ * and vx with absmaxes am and av: y = x / absmax (IEEE, as the scalar
+ * encode divides), code8, NaN lanes patched, and 32 codes at a time
+ * narrowed to bytes by two packs and a permute (see pack4). */
+AVX2 static void encode8_pair(_mt_qtensor_t *m, _mt_qtensor_t *v, const float *mx,
+                              const float *vx, size_t b, float am, float av) {
+  m->scales[b / _MT_CODEC_BLOCK] = am;
+  v->scales[b / _MT_CODEC_BLOCK] = av;
+  const __m256 vam = _mm256_set1_ps(am), vav = _mm256_set1_ps(av);
+  q8x_t tm, tv;
+  const q8x_t *ptm = NULL, *ptv = NULL;
+  if (am >= 0x1p-100f && am <= 0x1p100f) {
+    q8x_tables(1, am, &tm);
+    ptm = &tm;
+  }
+  if (av >= 0x1p-100f && av <= 0x1p100f) {
+    q8x_tables(0, av, &tv);
+    ptv = &tv;
+  }
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int i = 0; i < _MT_CODEC_BLOCK; i += 32) {
+    __m256i cm[4], cv[4];
+    for (int k = 0; k < 4; k++) {
+      cm[k] = code8_of(_mm256_load_ps(mx + i + 8 * k), 1, ptm, vam, am);
+      cv[k] = code8_of(_mm256_load_ps(vx + i + 8 * k), 0, ptv, vav, av);
+    }
+    __m256i pm = _mm256_packus_epi16(_mm256_packus_epi32(cm[0], cm[1]), _mm256_packus_epi32(cm[2], cm[3]));
+    __m256i pv = _mm256_packus_epi16(_mm256_packus_epi32(cv[0], cv[1]), _mm256_packus_epi32(cv[2], cv[3]));
+    _mm256_storeu_si256((__m256i *)(m->codes + b + i), _mm256_permutevar8x32_epi32(pm, order));
+    _mm256_storeu_si256((__m256i *)(v->codes + b + i), _mm256_permutevar8x32_epi32(pv, order));
+  }
+}
+
+/* A whole 8-bit block (128 elements) of x into q, as encode_block_avx2
+ * codes it: encode8_pair's path for one tensor (_mt_codec_encode_avx2). */
+AVX2 static void encode8_block(_mt_qtensor_t *q, const float *x, size_t b) {
+  const int s = q->is_signed;
+  __m256 vmax = _mm256_setzero_ps();
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int i = 0; i < _MT_CODEC_BLOCK; i += 8)
+    vmax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), absmask), vmax);
+  const float amax = hmax8(vmax);
+  q->scales[b / _MT_CODEC_BLOCK] = amax;
+  const __m256 va = _mm256_set1_ps(amax);
+  q8x_t t;
+  const q8x_t *pt = NULL;
+  if (amax >= 0x1p-100f && amax <= 0x1p100f) {
+    q8x_tables(s, amax, &t);
+    pt = &t;
+  }
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int i = 0; i < _MT_CODEC_BLOCK; i += 32) {
+    __m256i c[4];
+    for (int k = 0; k < 4; k++)
+      c[k] = code8_of(_mm256_loadu_ps(x + i + 8 * k), s, pt, va, amax);
+    __m256i p = _mm256_packus_epi16(_mm256_packus_epi32(c[0], c[1]), _mm256_packus_epi32(c[2], c[3]));
+    _mm256_storeu_si256((__m256i *)(q->codes + b + i), _mm256_permutevar8x32_epi32(p, order));
+  }
+}
+
+/* Both moments 4-bit, or both 8-bit, a whole block: decode, update and
+ * absmax in one pass in registers (the moments go to L1 once, for the
+ * encode, which needs the block's absmax before its first code), then
+ * encode4_pair (or encode4_scaled) or encode8_pair. The update is
+ * VEC_KERNEL's (adam_kernels.c) operation for operation, without amsgrad
+ * (refused with a codec); decode is decode_block_avx2's. Same bits as the
+ * scalar codec path (tests/optim/test_codec_simd.c). bits is a constant
+ * in each caller (q4_block_avx2, q8_block_avx2). */
+__attribute__((always_inline)) AVX2 static inline void
+q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_t *m,
+             _mt_qtensor_t *v, size_t b, const __m256 *mbc, const __m256 *vbc, const int bits) {
   float mb[_MT_CODEC_BLOCK] __attribute__((aligned(32)));
   float vb[_MT_CODEC_BLOCK] __attribute__((aligned(32)));
   const unsigned f = s->flags;
@@ -826,30 +957,39 @@ AVX2 static void q4_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_
   const __m256 vlo = _mm256_loadu_ps(map4[0]), vhi = _mm256_loadu_ps(map4[0] + 8);
   /* v's floor (decode_block) applies in a block with a positive scale, but
    * can change something only where map * scale underflows to 0: the
-   * smallest entry (1e-4) times a scale of 2^-100 or more cannot */
+   * smallest entry (1e-4; 1e-8 at 8 bits) times a scale of 2^-100 or
+   * more cannot */
   const bool vfloor_on = vsc > 0 && vsc < 0x1p-100f;
   const __m256 vfloor = vsc > 0 ? _mm256_castsi256_ps(_mm256_set1_epi32(-1)) : _mm256_setzero_ps();
   const __m256 tiny = _mm256_set1_ps(0x1p-149f), zero = _mm256_setzero_ps();
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 sign = _mm256_set1_ps(-0.0f);
   const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), nib = _mm256_set1_epi32(0xf);
-  const uint8_t *mc = m->codes + b / 2, *vc = v->codes + b / 2;
+  const uint8_t *mc = m->codes + b * (size_t)bits / 8, *vc = v->codes + b * (size_t)bits / 8;
   float *pp = a->p + b;
   __m256 mmax = zero, vmax = zero;
   for (int i = 0; i < _MT_CODEC_BLOCK; i += 8) {
-    uint32_t wm, wv;
-    memcpy(&wm, mc + i / 2, 4);
-    memcpy(&wv, vc + i / 2, 4);
-    __m256i cm = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)wm), shifts), nib);
-    __m256i cv = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)wv), shifts), nib);
-    __m256 mo = _mm256_mul_ps(_mm256_blendv_ps(_mm256_permutevar8x32_ps(mlo, cm),
-                                               _mm256_permutevar8x32_ps(mhi, cm),
-                                               _mm256_castsi256_ps(_mm256_slli_epi32(cm, 28))),
-                              ms);
-    __m256 vo = _mm256_mul_ps(_mm256_blendv_ps(_mm256_permutevar8x32_ps(vlo, cv),
-                                               _mm256_permutevar8x32_ps(vhi, cv),
-                                               _mm256_castsi256_ps(_mm256_slli_epi32(cv, 28))),
-                              vs);
+    __m256 mo, vo;
+    if (bits == 8) {
+      __m256i cm = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(mc + i)));
+      __m256i cv = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(vc + i)));
+      mo = _mm256_mul_ps(_mm256_i32gather_ps(map8[1], cm, 4), ms);
+      vo = _mm256_mul_ps(_mm256_i32gather_ps(map8[0], cv, 4), vs);
+    } else {
+      uint32_t wm, wv;
+      memcpy(&wm, mc + i / 2, 4);
+      memcpy(&wv, vc + i / 2, 4);
+      __m256i cm = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)wm), shifts), nib);
+      __m256i cv = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)wv), shifts), nib);
+      mo = _mm256_mul_ps(_mm256_blendv_ps(_mm256_permutevar8x32_ps(mlo, cm),
+                                          _mm256_permutevar8x32_ps(mhi, cm),
+                                          _mm256_castsi256_ps(_mm256_slli_epi32(cm, 28))),
+                         ms);
+      vo = _mm256_mul_ps(_mm256_blendv_ps(_mm256_permutevar8x32_ps(vlo, cv),
+                                          _mm256_permutevar8x32_ps(vhi, cv),
+                                          _mm256_castsi256_ps(_mm256_slli_epi32(cv, 28))),
+                         vs);
+    }
     if (vfloor_on)
       vo = _mm256_blendv_ps(vo, tiny, _mm256_and_ps(vfloor, _mm256_cmp_ps(vo, zero, _CMP_NGT_UQ)));
     __m256 g;
@@ -885,12 +1025,27 @@ AVX2 static void q4_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_
     vmax = _mm256_max_ps(_mm256_and_ps(vn, absmask), vmax);
   }
   const float am = hmax8(mmax), av = hmax8(vmax);
+  if (bits == 8) {
+    encode8_pair(m, v, mb, vb, b, am, av);
+    return;
+  }
   if (!(am > 0 && am <= FLT_MAX) || !(av > 0 && av <= FLT_MAX)) { /* rare: one at a time */
     encode4_scaled(m, map4[1], lut4[1], mbc, mb, b, am);
     encode4_scaled(v, map4[0], lut4[0], vbc, vb, b, av);
     return;
   }
   encode4_pair(m, v, mb, vb, b, am, av);
+}
+
+AVX2 static void q4_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
+                               _mt_qtensor_t *m, _mt_qtensor_t *v, size_t b, const __m256 *mbc,
+                               const __m256 *vbc) {
+  q_block_avx2(s, a, m, v, b, mbc, vbc, 4);
+}
+
+AVX2 static void q8_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
+                               _mt_qtensor_t *m, _mt_qtensor_t *v, size_t b) {
+  q_block_avx2(s, a, m, v, b, NULL, NULL, 8);
 }
 
 AVX2 void _mt_codec_encode_avx2(_mt_qtensor_t *q, const float *x, size_t begin, size_t end) {
@@ -908,6 +1063,8 @@ AVX2 void _mt_codec_encode_avx2(_mt_qtensor_t *q, const float *x, size_t begin, 
     size_t e = end - b < _MT_CODEC_BLOCK ? end : b + _MT_CODEC_BLOCK;
     if (q->bits == 4 && thr4_xspace && e - b == _MT_CODEC_BLOCK)
       encode4_block_avx2(q, map, lut, bc, x + b, b);
+    else if (q->bits == 8 && e - b == _MT_CODEC_BLOCK)
+      encode8_block(q, x + b, b);
     else
       encode_block_avx2(q, map, 1u << q->bits, lut, bc, x + b, b, e);
   }
@@ -929,10 +1086,16 @@ AVX2 void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_arg
   if (v->bits == 4)
     bcast15(vbc, thr4[0]);
   const bool fused4 = m->bits == 4 && v->bits == 4 && thr4_xspace;
+  const bool fused8 = m->bits == 8 && v->bits == 8;
   for (size_t b = begin; b < end; b += _MT_CODEC_BLOCK) {
     size_t e = end - b < _MT_CODEC_BLOCK ? end : b + _MT_CODEC_BLOCK;
     if (fused4 && e - b == _MT_CODEC_BLOCK) {
       q4_block_avx2(s, a, m, v, b, mbc, vbc);
+      write_out_avx2(a, b, e);
+      continue;
+    }
+    if (fused8 && e - b == _MT_CODEC_BLOCK) {
+      q8_block_avx2(s, a, m, v, b);
       write_out_avx2(a, b, e);
       continue;
     }
