@@ -953,8 +953,12 @@ q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_
                eps = _mm256_set1_ps(s->eps), nss = _mm256_set1_ps(s->neg_step_size);
   const float msc = m->scales[b / _MT_CODEC_BLOCK], vsc = v->scales[b / _MT_CODEC_BLOCK];
   const __m256 ms = _mm256_set1_ps(msc), vs = _mm256_set1_ps(vsc);
-  const __m256 mlo = _mm256_loadu_ps(map4[1]), mhi = _mm256_loadu_ps(map4[1] + 8);
-  const __m256 vlo = _mm256_loadu_ps(map4[0]), vhi = _mm256_loadu_ps(map4[0] + 8);
+  /* the 4-bit maps times the scales, once per block: map[c] * s is the
+   * same product whichever side of the look-up it is taken */
+  const __m256 mlo = _mm256_mul_ps(_mm256_loadu_ps(map4[1]), ms),
+               mhi = _mm256_mul_ps(_mm256_loadu_ps(map4[1] + 8), ms);
+  const __m256 vlo = _mm256_mul_ps(_mm256_loadu_ps(map4[0]), vs),
+               vhi = _mm256_mul_ps(_mm256_loadu_ps(map4[0] + 8), vs);
   /* v's floor (decode_block) applies in a block with a positive scale, but
    * can change something only where map * scale underflows to 0: the
    * smallest entry (1e-4; 1e-8 at 8 bits) times a scale of 2^-100 or
@@ -964,7 +968,7 @@ q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_
   const __m256 tiny = _mm256_set1_ps(0x1p-149f), zero = _mm256_setzero_ps();
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 sign = _mm256_set1_ps(-0.0f);
-  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), nib = _mm256_set1_epi32(0xf);
+  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
   const uint8_t *mc = m->codes + b * (size_t)bits / 8, *vc = v->codes + b * (size_t)bits / 8;
   float *pp = a->p + b;
   __m256 mmax = zero, vmax = zero;
@@ -979,16 +983,14 @@ q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_
       uint32_t wm, wv;
       memcpy(&wm, mc + i / 2, 4);
       memcpy(&wv, vc + i / 2, 4);
-      __m256i cm = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)wm), shifts), nib);
-      __m256i cv = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)wv), shifts), nib);
-      mo = _mm256_mul_ps(_mm256_blendv_ps(_mm256_permutevar8x32_ps(mlo, cm),
-                                          _mm256_permutevar8x32_ps(mhi, cm),
-                                          _mm256_castsi256_ps(_mm256_slli_epi32(cm, 28))),
-                         ms);
-      vo = _mm256_mul_ps(_mm256_blendv_ps(_mm256_permutevar8x32_ps(vlo, cv),
-                                          _mm256_permutevar8x32_ps(vhi, cv),
-                                          _mm256_castsi256_ps(_mm256_slli_epi32(cv, 28))),
-                         vs);
+      /* the codes in each lane's low nibble, higher bits left: the
+       * permutes read bits 0-2 only, and the shift by 28 keeps bit 3 */
+      __m256i cm = _mm256_srlv_epi32(_mm256_set1_epi32((int)wm), shifts);
+      __m256i cv = _mm256_srlv_epi32(_mm256_set1_epi32((int)wv), shifts);
+      mo = _mm256_blendv_ps(_mm256_permutevar8x32_ps(mlo, cm), _mm256_permutevar8x32_ps(mhi, cm),
+                            _mm256_castsi256_ps(_mm256_slli_epi32(cm, 28)));
+      vo = _mm256_blendv_ps(_mm256_permutevar8x32_ps(vlo, cv), _mm256_permutevar8x32_ps(vhi, cv),
+                            _mm256_castsi256_ps(_mm256_slli_epi32(cv, 28)));
     }
     if (vfloor_on)
       vo = _mm256_blendv_ps(vo, tiny, _mm256_and_ps(vfloor, _mm256_cmp_ps(vo, zero, _CMP_NGT_UQ)));
