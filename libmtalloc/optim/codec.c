@@ -51,7 +51,7 @@ static float map8[2][256], map4[2][16], map2[2][4];
  * bucket's first value. encode starts there and walks to the true nearest
  * entry (a step or two at most), instead of a branchy binary search per
  * element. 64 KiB per map. */
-static uint8_t lut8[2][65536 + 4], lut4[2][65536 + 4], lut2[2][65536 + 4]; /* +4: a 32-bit gather */
+static uint8_t lut8[2][65536], lut4[2][65536], lut2[2][65536];
 static pthread_once_t maps_once = PTHREAD_ONCE_INIT;
 
 static int cmp_float(const void *a, const void *b) {
@@ -423,18 +423,21 @@ void _mt_adam_kernel_q_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t
 /* The AVX2 codec path: the same block structure and the same arithmetic,
  * eight elements at a time. Bit-identical to the scalar path
  * (tests/optim/test_codec_simd.c): decode is a table look-up times the
- * scale (a gather), the Adam update is the AVX2 kernel (itself bit-identical
- * to the scalar one), and encode takes the absmax (max is order-free on
- * non-NaN values), divides (IEEE, like the scalar), and finds the code the
- * scalar walk would end at by comparing y with exact per-entry thresholds:
- * all 15 for 4 bits (count_up), for 8 bits only those in the window around
- * the LUT guess that walk_bounds allows. Block tails (fewer than 8
- * elements) go through the scalar code. 8- and 4-bit codes only; 2-bit
- * stays scalar. When both moments are 4-bit (the common case), whole
- * blocks take a faster route to the same bits: q4_block_avx2 decodes and
- * updates in registers, and encode4_scaled compares x with the thresholds
- * moved to the block's scale (thr4_mid) instead of dividing. The bf16/fp16
- * write-back is adam_kernels.c's vector one. */
+ * scale (a gather at 8 bits, two permutes at 4), the Adam update is the
+ * AVX2 kernel (itself bit-identical to the scalar one), and encode takes
+ * the absmax (max is order-free on non-NaN values), divides (IEEE, like
+ * the scalar), and finds the code the scalar walk would end at: for 4 bits
+ * by comparing y with all 15 exact per-entry thresholds (count_up), for 8
+ * bits from the map's linear pieces with one exact threshold near a
+ * midpoint (code8). Block tails (fewer than 8 elements) go through the
+ * scalar code. 8- and 4-bit codes only; 2-bit stays scalar. When both
+ * moments have the same width (the common case), whole blocks take a
+ * faster route to the same bits: q_block_avx2 decodes and updates in
+ * registers, and the encode works in x's scale instead of dividing: at 4
+ * bits x is compared with the thresholds moved to the block's scale
+ * (encode4_scaled, thr4_mid), at 8 bits the linear pieces are moved there
+ * (code8x). The bf16/fp16 write-back is adam_kernels.c's vector one.
+ * There is no AVX-512 codec path: under AVX-512 the AVX2 one runs. */
 #define AVX2 __attribute__((target("avx2,f16c"))) /* f16c: fp16 gradients */
 
 AVX2 static void decode_block_avx2(const _mt_qtensor_t *q, const float *map, float *x, size_t b,
