@@ -51,11 +51,7 @@ static float map8[2][256], map4[2][16], map2[2][4];
  * bucket's first value. encode starts there and walks to the true nearest
  * entry (a step or two at most), instead of a branchy binary search per
  * element. 64 KiB per map. */
-static uint8_t lut8[2][65536 + 4], lut4[2][65536 + 4], lut2[2][65536 + 4]; /* +4: a 32-bit gather */
-/* The longest walk up and down from any LUT guess, per map ([bits index][signed]),
- * measured when the LUT is built (walk_bounds): the window around the guess
- * in which the AVX2 8-bit encode looks for the scalar walk's result. */
-static int walk_up[3][2], walk_down[3][2];
+static uint8_t lut8[2][65536], lut4[2][65536], lut2[2][65536];
 static pthread_once_t maps_once = PTHREAD_ONCE_INIT;
 
 static int cmp_float(const void *a, const void *b) {
@@ -102,31 +98,6 @@ static void build_lut(uint8_t *lut, const float *map, unsigned len) {
     memcpy(&x, &bits, 4);
     lut[u] = x == x ? (uint8_t)nearest(map, len, x) : 0;
   }
-}
-
-/* The up-walk's condition only strengthens as x grows and the down-walk's
- * (taken only when the up-walk took no step) as x shrinks, and within a LUT
- * bucket the guess is fixed and the floats are one contiguous range of
- * values; so the longest walks of a bucket are those of its two end bit
- * patterns (NaNs walk nowhere). Measured at both ends of all buckets. */
-static void walk_bounds(const float *map, const uint8_t *lut, unsigned len, int *up, int *down) {
-  int mu = 0, md = 0;
-  for (uint32_t u = 0; u < 65536; u++)
-    for (uint32_t end = 0; end < 2; end++) {
-      uint32_t bits = (u << 16) | (end ? 0xffffu : 0);
-      float x;
-      memcpy(&x, &bits, 4);
-      unsigned c = lut[u], c0 = c;
-      while (c + 1 < len && x - map[c] > map[c + 1] - x)
-        c++;
-      mu = (int)(c - c0) > mu ? (int)(c - c0) : mu;
-      c0 = c;
-      while (c > 0 && x - map[c - 1] <= map[c] - x)
-        c--;
-      md = (int)(c0 - c) > md ? (int)(c0 - c) : md;
-    }
-  *up = mu;
-  *down = md;
 }
 
 /* Floats in value order as unsigned integers (NaNs aside), and back. */
@@ -201,6 +172,54 @@ static void build_thr4_mid(void) {
     }
 }
 
+/* The 8-bit encode from the map's structure instead of table look-ups
+ * (code8 in the AVX2 path). Over the magnitudes the map is piecewise
+ * linear: decade e (values in (10^-(e+1), 10^-e]) holds 2^F evenly spaced
+ * entries whose spacing continues one step down to the top of the next
+ * decade (or to the zero / zero code under the last one). So for a
+ * magnitude u in decade e, t = u * q8_a[e] + q8_o[e] is u's real position
+ * in the sorted map (entry i at i) plus 1/2, and floor(t) the nearest
+ * entry, unless u lies near a midpoint (t near an integer), where the float
+ * rounding of the entries and of the scalar walk's differences decides.
+ * Those move t by under 1e-4 (float products of values under 2^8, map
+ * entries and differences within 2^-23 of values at most 71 spacings
+ * large), so where t is more than Q8_NEAR from an integer, floor(t) is the
+ * scalar encode's code K; nearer, floor(t -/+ Q8_DELTA) is K or K - 1 and
+ * one compare with the exact threshold (thr8p) settles it. The decade is
+ * the count of boundaries q8_bound (the decade tops 10^-1, 10^-2, ..., as
+ * map entries; -inf pads, which no value reaches) at or above u. For the
+ * signed map u is |y| over the positive half (indices 128..255, whose
+ * lowest entry is 0), and a y <= 0 takes the mirror image (entry 255 - i
+ * is -entry i). The unsigned map's lowest decade runs from its zero code
+ * (index 0) and takes y itself, negatives included: they clamp to code 0.
+ * tests/optim/test_codec_simd.c checks every threshold's neighbourhood;
+ * the same check over every float in [-1, 1] passed once (see there). */
+#define Q8_NEAR 0x1p-10
+#define Q8_DELTA 0.25
+static float q8_bound[2][8] __attribute__((aligned(32)));
+static float q8_a[2][8] __attribute__((aligned(32))), q8_o[2][8] __attribute__((aligned(32)));
+static double q8_ad[2][8]; /* q8_a before rounding, for code8x's tables */
+
+static void build_q8(int s) {
+  const float *map = map8[s];
+  int ndec = s ? 7 : 8, top = 255;
+  for (int e = 0; e < 8; e++) {
+    q8_bound[s][e] = -INFINITY;
+    q8_a[s][e] = q8_o[s][e] = 0;
+    q8_ad[s][e] = 0;
+  }
+  for (int e = 0; e < ndec; e++) {
+    int steps = 1 << (ndec - 1 - e), lo = top - steps; /* map[lo]: the step below the decade */
+    double a = steps / ((double)map[top] - (double)map[lo]);
+    q8_a[s][e] = (float)a;
+    q8_ad[s][e] = a;
+    q8_o[s][e] = (float)(lo + 0.5 - (double)map[lo] * a);
+    if (e > 0)
+      q8_bound[s][e - 1] = map[top];
+    top = lo;
+  }
+}
+
 static void build_all(void) {
   for (int s = 0; s < 2; s++) {
     build(map8[s], 8, s);
@@ -209,13 +228,11 @@ static void build_all(void) {
     build_lut(lut8[s], map8[s], 256);
     build_lut(lut4[s], map4[s], 16);
     build_lut(lut2[s], map2[s], 4);
-    walk_bounds(map8[s], lut8[s], 256, &walk_up[0][s], &walk_down[0][s]);
-    walk_bounds(map4[s], lut4[s], 16, &walk_up[1][s], &walk_down[1][s]);
-    walk_bounds(map2[s], lut2[s], 4, &walk_up[2][s], &walk_down[2][s]);
     build_thresholds(thr4[s], map4[s], 16);
     build_thresholds(thr8p[s] + 1, map8[s], 256);
     thr8p[s][0] = -INFINITY;
     thr8p[s][256] = NAN;
+    build_q8(s);
   }
   build_thr4_mid();
 }
@@ -406,18 +423,21 @@ void _mt_adam_kernel_q_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t
 /* The AVX2 codec path: the same block structure and the same arithmetic,
  * eight elements at a time. Bit-identical to the scalar path
  * (tests/optim/test_codec_simd.c): decode is a table look-up times the
- * scale (a gather), the Adam update is the AVX2 kernel (itself bit-identical
- * to the scalar one), and encode takes the absmax (max is order-free on
- * non-NaN values), divides (IEEE, like the scalar), and finds the code the
- * scalar walk would end at by comparing y with exact per-entry thresholds:
- * all 15 for 4 bits (count_up), for 8 bits only those in the window around
- * the LUT guess that walk_bounds allows. Block tails (fewer than 8
- * elements) go through the scalar code. 8- and 4-bit codes only; 2-bit
- * stays scalar. When both moments are 4-bit (the common case), whole
- * blocks take a faster route to the same bits: q4_block_avx2 decodes and
- * updates in registers, and encode4_scaled compares x with the thresholds
- * moved to the block's scale (thr4_mid) instead of dividing. The bf16/fp16
- * write-back is adam_kernels.c's vector one. */
+ * scale (a gather at 8 bits, two permutes at 4), the Adam update is the
+ * AVX2 kernel (itself bit-identical to the scalar one), and encode takes
+ * the absmax (max is order-free on non-NaN values), divides (IEEE, like
+ * the scalar), and finds the code the scalar walk would end at: for 4 bits
+ * by comparing y with all 15 exact per-entry thresholds (count_up), for 8
+ * bits from the map's linear pieces with one exact threshold near a
+ * midpoint (code8). Block tails (fewer than 8 elements) go through the
+ * scalar code. 8- and 4-bit codes only; 2-bit stays scalar. When both
+ * moments have the same width (the common case), whole blocks take a
+ * faster route to the same bits: q_block_avx2 decodes and updates in
+ * registers, and the encode works in x's scale instead of dividing: at 4
+ * bits x is compared with the thresholds moved to the block's scale
+ * (encode4_scaled, thr4_mid), at 8 bits the linear pieces are moved there
+ * (code8x). The bf16/fp16 write-back is adam_kernels.c's vector one.
+ * There is no AVX-512 codec path: under AVX-512 the AVX2 one runs. */
 #define AVX2 __attribute__((target("avx2,f16c"))) /* f16c: fp16 gradients */
 
 AVX2 static void decode_block_avx2(const _mt_qtensor_t *q, const float *map, float *x, size_t b,
@@ -509,9 +529,58 @@ AVX2 static inline __m256i nan_guess(__m256i c, __m256 y, const uint8_t *lut) {
   return _mm256_loadu_si256((const __m256i *)cs);
 }
 
+/* code8's rare path: lanes whose t lies within Q8_NEAR of an integer.
+ * floor(t - Q8_DELTA) is then K or K - 1 (build_q8); for a y <= 0 of the
+ * signed map the mirror of floor(t + Q8_DELTA) is. Then K = g + (y >=
+ * the threshold of entry g), a gather from thr8p (index -1: -inf). */
+AVX2 static __m256i code8_near(__m256 y, __m256 t, __m256 neg, int s) {
+  const __m256 d = _mm256_set1_ps((float)Q8_DELTA);
+  __m256i g = _mm256_cvtps_epi32(
+      _mm256_floor_ps(_mm256_sub_ps(t, _mm256_blendv_ps(d, _mm256_sub_ps(_mm256_setzero_ps(), d), neg))));
+  if (s)
+    g = _mm256_blendv_epi8(g, _mm256_sub_epi32(_mm256_set1_epi32(255), g), _mm256_castps_si256(neg));
+  g = _mm256_min_epi32(_mm256_max_epi32(g, _mm256_set1_epi32(-1)), _mm256_set1_epi32(255));
+  const __m256 thr = _mm256_i32gather_ps(thr8p[s] + 1, g, 4);
+  return _mm256_sub_epi32(g, _mm256_castps_si256(_mm256_cmp_ps(y, thr, _CMP_GE_OQ)));
+}
+
+/* The 8-bit code of 8 values y (= x / absmax) of map s, as the scalar
+ * walk finds it, from the map's linear pieces (build_q8). A NaN's lane
+ * is garbage (inside [0, 255]); the caller patches it. */
+AVX2 static inline __m256i code8(__m256 y, int s) {
+  const int nb = s ? 6 : 7; /* decade boundaries */
+  const __m256 u = s ? _mm256_andnot_ps(_mm256_set1_ps(-0.0f), y) : y;
+  __m256i d0 = _mm256_setzero_si256(), d1 = _mm256_setzero_si256();
+  for (int k = 0; k < nb; k += 2) { /* two chains */
+    d0 = _mm256_sub_epi32(d0, _mm256_castps_si256(
+                                  _mm256_cmp_ps(u, _mm256_set1_ps(q8_bound[s][k]), _CMP_LE_OQ)));
+    if (k + 1 < nb)
+      d1 = _mm256_sub_epi32(d1, _mm256_castps_si256(_mm256_cmp_ps(
+                                    u, _mm256_set1_ps(q8_bound[s][k + 1]), _CMP_LE_OQ)));
+  }
+  const __m256i dec = _mm256_add_epi32(d0, d1);
+  const __m256 t = _mm256_add_ps(
+      _mm256_mul_ps(u, _mm256_permutevar8x32_ps(_mm256_load_ps(q8_a[s]), dec)),
+      _mm256_permutevar8x32_ps(_mm256_load_ps(q8_o[s]), dec));
+  const __m256 ft = _mm256_floor_ps(t);
+  /* near an integer: |t - floor(t) - 1/2| > 1/2 - Q8_NEAR */
+  const __m256 off = _mm256_andnot_ps(_mm256_set1_ps(-0.0f),
+                                      _mm256_sub_ps(_mm256_sub_ps(t, ft), _mm256_set1_ps(0.5f)));
+  const __m256 near = _mm256_cmp_ps(off, _mm256_set1_ps((float)(0.5 - Q8_NEAR)), _CMP_GT_OQ);
+  __m256 neg = _mm256_setzero_ps();
+  __m256i c = _mm256_cvtps_epi32(ft);
+  if (s) {
+    neg = _mm256_cmp_ps(y, _mm256_setzero_ps(), _CMP_NGT_UQ); /* y <= 0, or NaN */
+    c = _mm256_blendv_epi8(c, _mm256_sub_epi32(_mm256_set1_epi32(255), c), _mm256_castps_si256(neg));
+  }
+  if (!_mm256_testz_ps(near, near))
+    return code8_near(y, t, neg, s);
+  return _mm256_min_epi32(_mm256_max_epi32(c, _mm256_setzero_si256()), _mm256_set1_epi32(255));
+}
+
 AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned len,
-                                   const uint8_t *lut, int ku, int kd, const __m256 *bc,
-                                   const float *thr, const float *x, size_t b, size_t e) {
+                                   const uint8_t *lut, const __m256 *bc, const float *x, size_t b,
+                                   size_t e) {
   size_t n = e - b, i = 0;
   __m256 vmax = _mm256_setzero_ps();
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -527,7 +596,6 @@ AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned 
   }
   q->scales[b / _MT_CODEC_BLOCK] = amax;
   const __m256 va = _mm256_set1_ps(amax);
-  const __m256i zero = _mm256_setzero_si256(), bytemask = _mm256_set1_epi32(0xff);
   uint32_t cb[_MT_CODEC_BLOCK];
   for (i = 0; i + 8 <= n; i += 8) {
     __m256 y = amax > 0 ? _mm256_div_ps(_mm256_loadu_ps(x + i), va) : _mm256_setzero_ps();
@@ -537,21 +605,7 @@ AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned 
       _mm256_storeu_si256((__m256i *)(cb + i), c);
       continue;
     }
-    /* 8 bits: the walk from the LUT guess g ends at K, the count of entries
-     * whose step-up test y passes (see count_up), and K lies in
-     * [g - kd, g + ku] (walk_bounds); so K = g - kd plus the passes among
-     * the ku + kd thresholds from entry g - kd on, one gather each. */
-    __m256i idx = _mm256_srli_epi32(_mm256_castps_si256(y), 16);
-    __m256i g = _mm256_and_si256(_mm256_i32gather_epi32((const int *)lut, idx, 1), bytemask);
-    c = _mm256_sub_epi32(g, _mm256_set1_epi32(kd));
-    for (int k = 0; k < ku + kd; k++) {
-      /* entry g - kd + k is thr8p index g - kd + k + 1, clamped to the sentinels */
-      __m256i t = _mm256_add_epi32(g, _mm256_set1_epi32(k + 1 - kd));
-      t = _mm256_min_epi32(_mm256_max_epi32(t, zero), _mm256_set1_epi32(256));
-      __m256 ge = _mm256_cmp_ps(y, _mm256_i32gather_ps(thr, t, 4), _CMP_GE_OQ);
-      c = _mm256_sub_epi32(c, _mm256_castps_si256(ge));
-    }
-    c = _mm256_max_epi32(c, zero); /* g - kd below 0: those sentinels passed */
+    c = code8(y, q->is_signed); /* 8 bits */
     c = nan_guess(c, y, lut);
     _mm256_storeu_si256((__m256i *)(cb + i), c);
   }
@@ -680,7 +734,7 @@ AVX2 static inline void pack4(_mt_qtensor_t *q, const uint8_t *lut, const float 
 AVX2 static void encode4_scaled(_mt_qtensor_t *q, const float *map, const uint8_t *lut,
                                 const __m256 *bc, const float *x, size_t b, float amax) {
   if (!(amax > 0 && amax <= FLT_MAX)) {
-    encode_block_avx2(q, map, 16, lut, 0, 0, bc, NULL, x, b, b + _MT_CODEC_BLOCK);
+    encode_block_avx2(q, map, 16, lut, bc, x, b, b + _MT_CODEC_BLOCK);
     return;
   }
   q->scales[b / _MT_CODEC_BLOCK] = amax;
@@ -754,15 +808,143 @@ AVX2 static void encode4_block_avx2(_mt_qtensor_t *q, const float *map, const ui
   encode4_scaled(q, map, lut, bc, x, b, hmax8(vmax));
 }
 
-/* Both moments 4-bit, a whole block: decode, update and absmax in one pass
- * in registers (the moments go to L1 once, for the encode, which needs the
- * block's absmax before its first code), then encode4_scaled. The update
- * is VEC_KERNEL's (adam_kernels.c) operation for operation, without
- * amsgrad (refused with a codec); decode is decode_block_avx2's. Same bits
- * as the scalar codec path (tests/optim/test_codec_simd.c). */
-AVX2 static void q4_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
-                               _mt_qtensor_t *m, _mt_qtensor_t *v, size_t b, const __m256 *mbc,
-                               const __m256 *vbc) {
+/* code8 moved to x's scale, as x_thresholds4 does for 4 bits: for a block
+ * with absmax a, y = fl(x / a) is within 2^-23 of x / a, which moves t by
+ * under 1e-4, so t can come from x itself with the decade boundaries
+ * times a and the slopes over a (q8x_tables), no division. Lanes near a
+ * midpoint (as in code8), NaN lanes, and, for the signed map, lanes where
+ * y's sign matters but x may not tell it (0 < x < a * 2^-100, where
+ * x / a may round to +0, whose code is that of y <= 0) are flagged in
+ * *redo for the caller to encode from y. For a in [2^-100, 2^100], where
+ * the moved tables are finite and normal. */
+typedef struct {
+  __m256 bound[7], a, o, tiny;
+} q8x_t;
+
+AVX2 static inline void q8x_tables(int s, float amax, q8x_t *t) {
+  float ax[8] __attribute__((aligned(32)));
+  const double r = 1.0 / amax;
+  for (int e = 0; e < 8; e++)
+    ax[e] = (float)(q8_ad[s][e] * r);
+  for (int k = 0; k < 7; k++)
+    t->bound[k] = _mm256_set1_ps(q8_bound[s][k] * amax); /* -inf pads stay -inf */
+  t->a = _mm256_load_ps(ax);
+  t->o = _mm256_load_ps(q8_o[s]);
+  t->tiny = _mm256_set1_ps(amax * 0x1p-100f);
+}
+
+AVX2 static inline __m256i code8x(__m256 x, int s, const q8x_t *tb, __m256 *redo) {
+  const int nb = s ? 6 : 7;
+  const __m256 u = s ? _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x) : x;
+  __m256i d0 = _mm256_setzero_si256(), d1 = _mm256_setzero_si256();
+  for (int k = 0; k < nb; k += 2) {
+    d0 = _mm256_sub_epi32(d0, _mm256_castps_si256(_mm256_cmp_ps(u, tb->bound[k], _CMP_LE_OQ)));
+    if (k + 1 < nb)
+      d1 = _mm256_sub_epi32(d1,
+                            _mm256_castps_si256(_mm256_cmp_ps(u, tb->bound[k + 1], _CMP_LE_OQ)));
+  }
+  const __m256i dec = _mm256_add_epi32(d0, d1);
+  const __m256 t = _mm256_add_ps(_mm256_mul_ps(u, _mm256_permutevar8x32_ps(tb->a, dec)),
+                                 _mm256_permutevar8x32_ps(tb->o, dec));
+  const __m256 ft = _mm256_floor_ps(t);
+  const __m256 off = _mm256_andnot_ps(_mm256_set1_ps(-0.0f),
+                                      _mm256_sub_ps(_mm256_sub_ps(t, ft), _mm256_set1_ps(0.5f)));
+  /* unordered: a NaN x (or t) is redone too */
+  __m256 r = _mm256_cmp_ps(off, _mm256_set1_ps((float)(0.5 - Q8_NEAR)), _CMP_NLE_UQ);
+  __m256i c = _mm256_cvtps_epi32(ft);
+  if (s) {
+    const __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LE_OQ);
+    c = _mm256_blendv_epi8(c, _mm256_sub_epi32(_mm256_set1_epi32(255), c), _mm256_castps_si256(neg));
+    r = _mm256_or_ps(r, _mm256_andnot_ps(neg, _mm256_cmp_ps(u, tb->tiny, _CMP_LT_OQ)));
+  }
+  *redo = r;
+  return _mm256_min_epi32(_mm256_max_epi32(c, _mm256_setzero_si256()), _mm256_set1_epi32(255));
+}
+
+/* 8 codes of x into map s: code8x where the block's tables apply (tb not
+ * NULL) and no lane needs redoing, else y = x / amax and code8. */
+AVX2 static inline __m256i code8_of(__m256 x, int s, const q8x_t *tb, __m256 va, float amax) {
+  if (tb != NULL) {
+    __m256 redo;
+    __m256i c = code8x(x, s, tb, &redo);
+    if (_mm256_testz_ps(redo, redo))
+      return c;
+  }
+  const __m256 y = amax > 0 ? _mm256_div_ps(x, va) : _mm256_setzero_ps();
+  return nan_guess(code8(y, s), y, lut8[s]);
+}
+
+/* Both moments 8-bit, a whole block, once the update has left them in mx
+ * and vx with absmaxes am and av: y = x / absmax (IEEE, as the scalar
+ * encode divides), code8, NaN lanes patched, and 32 codes at a time
+ * narrowed to bytes by two packs and a permute (see pack4). */
+AVX2 static void encode8_pair(_mt_qtensor_t *m, _mt_qtensor_t *v, const float *mx,
+                              const float *vx, size_t b, float am, float av) {
+  m->scales[b / _MT_CODEC_BLOCK] = am;
+  v->scales[b / _MT_CODEC_BLOCK] = av;
+  const __m256 vam = _mm256_set1_ps(am), vav = _mm256_set1_ps(av);
+  q8x_t tm, tv;
+  const q8x_t *ptm = NULL, *ptv = NULL;
+  if (am >= 0x1p-100f && am <= 0x1p100f) {
+    q8x_tables(1, am, &tm);
+    ptm = &tm;
+  }
+  if (av >= 0x1p-100f && av <= 0x1p100f) {
+    q8x_tables(0, av, &tv);
+    ptv = &tv;
+  }
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int i = 0; i < _MT_CODEC_BLOCK; i += 32) {
+    __m256i cm[4], cv[4];
+    for (int k = 0; k < 4; k++) {
+      cm[k] = code8_of(_mm256_load_ps(mx + i + 8 * k), 1, ptm, vam, am);
+      cv[k] = code8_of(_mm256_load_ps(vx + i + 8 * k), 0, ptv, vav, av);
+    }
+    __m256i pm = _mm256_packus_epi16(_mm256_packus_epi32(cm[0], cm[1]), _mm256_packus_epi32(cm[2], cm[3]));
+    __m256i pv = _mm256_packus_epi16(_mm256_packus_epi32(cv[0], cv[1]), _mm256_packus_epi32(cv[2], cv[3]));
+    _mm256_storeu_si256((__m256i *)(m->codes + b + i), _mm256_permutevar8x32_epi32(pm, order));
+    _mm256_storeu_si256((__m256i *)(v->codes + b + i), _mm256_permutevar8x32_epi32(pv, order));
+  }
+}
+
+/* A whole 8-bit block (128 elements) of x into q, as encode_block_avx2
+ * codes it: encode8_pair's path for one tensor (_mt_codec_encode_avx2). */
+AVX2 static void encode8_block(_mt_qtensor_t *q, const float *x, size_t b) {
+  const int s = q->is_signed;
+  __m256 vmax = _mm256_setzero_ps();
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int i = 0; i < _MT_CODEC_BLOCK; i += 8)
+    vmax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), absmask), vmax);
+  const float amax = hmax8(vmax);
+  q->scales[b / _MT_CODEC_BLOCK] = amax;
+  const __m256 va = _mm256_set1_ps(amax);
+  q8x_t t;
+  const q8x_t *pt = NULL;
+  if (amax >= 0x1p-100f && amax <= 0x1p100f) {
+    q8x_tables(s, amax, &t);
+    pt = &t;
+  }
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int i = 0; i < _MT_CODEC_BLOCK; i += 32) {
+    __m256i c[4];
+    for (int k = 0; k < 4; k++)
+      c[k] = code8_of(_mm256_loadu_ps(x + i + 8 * k), s, pt, va, amax);
+    __m256i p = _mm256_packus_epi16(_mm256_packus_epi32(c[0], c[1]), _mm256_packus_epi32(c[2], c[3]));
+    _mm256_storeu_si256((__m256i *)(q->codes + b + i), _mm256_permutevar8x32_epi32(p, order));
+  }
+}
+
+/* Both moments 4-bit, or both 8-bit, a whole block: decode, update and
+ * absmax in one pass in registers (the moments go to L1 once, for the
+ * encode, which needs the block's absmax before its first code), then
+ * encode4_pair (or encode4_scaled) or encode8_pair. The update is
+ * VEC_KERNEL's (adam_kernels.c) operation for operation, without amsgrad
+ * (refused with a codec); decode is decode_block_avx2's. Same bits as the
+ * scalar codec path (tests/optim/test_codec_simd.c). bits is a constant
+ * in each caller (q4_block_avx2, q8_block_avx2). */
+__attribute__((always_inline)) AVX2 static inline void
+q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_t *m,
+             _mt_qtensor_t *v, size_t b, const __m256 *mbc, const __m256 *vbc, const int bits) {
   float mb[_MT_CODEC_BLOCK] __attribute__((aligned(32)));
   float vb[_MT_CODEC_BLOCK] __attribute__((aligned(32)));
   const unsigned f = s->flags;
@@ -774,34 +956,45 @@ AVX2 static void q4_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_
                eps = _mm256_set1_ps(s->eps), nss = _mm256_set1_ps(s->neg_step_size);
   const float msc = m->scales[b / _MT_CODEC_BLOCK], vsc = v->scales[b / _MT_CODEC_BLOCK];
   const __m256 ms = _mm256_set1_ps(msc), vs = _mm256_set1_ps(vsc);
-  const __m256 mlo = _mm256_loadu_ps(map4[1]), mhi = _mm256_loadu_ps(map4[1] + 8);
-  const __m256 vlo = _mm256_loadu_ps(map4[0]), vhi = _mm256_loadu_ps(map4[0] + 8);
+  /* the 4-bit maps times the scales, once per block: map[c] * s is the
+   * same product whichever side of the look-up it is taken */
+  const __m256 mlo = _mm256_mul_ps(_mm256_loadu_ps(map4[1]), ms),
+               mhi = _mm256_mul_ps(_mm256_loadu_ps(map4[1] + 8), ms);
+  const __m256 vlo = _mm256_mul_ps(_mm256_loadu_ps(map4[0]), vs),
+               vhi = _mm256_mul_ps(_mm256_loadu_ps(map4[0] + 8), vs);
   /* v's floor (decode_block) applies in a block with a positive scale, but
    * can change something only where map * scale underflows to 0: the
-   * smallest entry (1e-4) times a scale of 2^-100 or more cannot */
+   * smallest entry (1e-4; 1e-8 at 8 bits) times a scale of 2^-100 or
+   * more cannot */
   const bool vfloor_on = vsc > 0 && vsc < 0x1p-100f;
   const __m256 vfloor = vsc > 0 ? _mm256_castsi256_ps(_mm256_set1_epi32(-1)) : _mm256_setzero_ps();
   const __m256 tiny = _mm256_set1_ps(0x1p-149f), zero = _mm256_setzero_ps();
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 sign = _mm256_set1_ps(-0.0f);
-  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), nib = _mm256_set1_epi32(0xf);
-  const uint8_t *mc = m->codes + b / 2, *vc = v->codes + b / 2;
+  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+  const uint8_t *mc = m->codes + b * (size_t)bits / 8, *vc = v->codes + b * (size_t)bits / 8;
   float *pp = a->p + b;
   __m256 mmax = zero, vmax = zero;
   for (int i = 0; i < _MT_CODEC_BLOCK; i += 8) {
-    uint32_t wm, wv;
-    memcpy(&wm, mc + i / 2, 4);
-    memcpy(&wv, vc + i / 2, 4);
-    __m256i cm = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)wm), shifts), nib);
-    __m256i cv = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)wv), shifts), nib);
-    __m256 mo = _mm256_mul_ps(_mm256_blendv_ps(_mm256_permutevar8x32_ps(mlo, cm),
-                                               _mm256_permutevar8x32_ps(mhi, cm),
-                                               _mm256_castsi256_ps(_mm256_slli_epi32(cm, 28))),
-                              ms);
-    __m256 vo = _mm256_mul_ps(_mm256_blendv_ps(_mm256_permutevar8x32_ps(vlo, cv),
-                                               _mm256_permutevar8x32_ps(vhi, cv),
-                                               _mm256_castsi256_ps(_mm256_slli_epi32(cv, 28))),
-                              vs);
+    __m256 mo, vo;
+    if (bits == 8) {
+      __m256i cm = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(mc + i)));
+      __m256i cv = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(vc + i)));
+      mo = _mm256_mul_ps(_mm256_i32gather_ps(map8[1], cm, 4), ms);
+      vo = _mm256_mul_ps(_mm256_i32gather_ps(map8[0], cv, 4), vs);
+    } else {
+      uint32_t wm, wv;
+      memcpy(&wm, mc + i / 2, 4);
+      memcpy(&wv, vc + i / 2, 4);
+      /* the codes in each lane's low nibble, higher bits left: the
+       * permutes read bits 0-2 only, and the shift by 28 keeps bit 3 */
+      __m256i cm = _mm256_srlv_epi32(_mm256_set1_epi32((int)wm), shifts);
+      __m256i cv = _mm256_srlv_epi32(_mm256_set1_epi32((int)wv), shifts);
+      mo = _mm256_blendv_ps(_mm256_permutevar8x32_ps(mlo, cm), _mm256_permutevar8x32_ps(mhi, cm),
+                            _mm256_castsi256_ps(_mm256_slli_epi32(cm, 28)));
+      vo = _mm256_blendv_ps(_mm256_permutevar8x32_ps(vlo, cv), _mm256_permutevar8x32_ps(vhi, cv),
+                            _mm256_castsi256_ps(_mm256_slli_epi32(cv, 28)));
+    }
     if (vfloor_on)
       vo = _mm256_blendv_ps(vo, tiny, _mm256_and_ps(vfloor, _mm256_cmp_ps(vo, zero, _CMP_NGT_UQ)));
     __m256 g;
@@ -837,6 +1030,10 @@ AVX2 static void q4_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_
     vmax = _mm256_max_ps(_mm256_and_ps(vn, absmask), vmax);
   }
   const float am = hmax8(mmax), av = hmax8(vmax);
+  if (bits == 8) {
+    encode8_pair(m, v, mb, vb, b, am, av);
+    return;
+  }
   if (!(am > 0 && am <= FLT_MAX) || !(av > 0 && av <= FLT_MAX)) { /* rare: one at a time */
     encode4_scaled(m, map4[1], lut4[1], mbc, mb, b, am);
     encode4_scaled(v, map4[0], lut4[0], vbc, vb, b, av);
@@ -845,13 +1042,24 @@ AVX2 static void q4_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_
   encode4_pair(m, v, mb, vb, b, am, av);
 }
 
+AVX2 static void q4_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
+                               _mt_qtensor_t *m, _mt_qtensor_t *v, size_t b, const __m256 *mbc,
+                               const __m256 *vbc) {
+  q_block_avx2(s, a, m, v, b, mbc, vbc, 4);
+}
+
+AVX2 static void q8_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
+                               _mt_qtensor_t *m, _mt_qtensor_t *v, size_t b) {
+  q_block_avx2(s, a, m, v, b, NULL, NULL, 8);
+}
+
 AVX2 void _mt_codec_encode_avx2(_mt_qtensor_t *q, const float *x, size_t begin, size_t end) {
   const float *map = _mt_codec_map(q->bits, q->is_signed);
   if (q->bits == 2) {
     _mt_codec_encode(q, x, begin, end);
     return;
   }
-  const int bi = q->bits == 8 ? 0 : 1, sg = q->is_signed;
+  const int sg = q->is_signed;
   const uint8_t *lut = lut_of(q->bits, sg);
   __m256 bc[15];
   if (q->bits == 4)
@@ -860,9 +1068,10 @@ AVX2 void _mt_codec_encode_avx2(_mt_qtensor_t *q, const float *x, size_t begin, 
     size_t e = end - b < _MT_CODEC_BLOCK ? end : b + _MT_CODEC_BLOCK;
     if (q->bits == 4 && thr4_xspace && e - b == _MT_CODEC_BLOCK)
       encode4_block_avx2(q, map, lut, bc, x + b, b);
+    else if (q->bits == 8 && e - b == _MT_CODEC_BLOCK)
+      encode8_block(q, x + b, b);
     else
-      encode_block_avx2(q, map, 1u << q->bits, lut, walk_up[bi][sg], walk_down[bi][sg], bc,
-                        thr8p[sg], x + b, b, e);
+      encode_block_avx2(q, map, 1u << q->bits, lut, bc, x + b, b, e);
   }
 }
 
@@ -873,7 +1082,6 @@ AVX2 void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_arg
     return;
   }
   const float *mmap = _mt_codec_map(m->bits, 1), *vmap = _mt_codec_map(v->bits, 0);
-  const int mi = m->bits == 8 ? 0 : 1, vi = v->bits == 8 ? 0 : 1;
   const uint8_t *mlut = lut_of(m->bits, 1), *vlut = lut_of(v->bits, 0);
   unsigned mlen = 1u << m->bits, vlen = 1u << v->bits;
   float mb[_MT_CODEC_BLOCK], vb[_MT_CODEC_BLOCK];
@@ -883,10 +1091,16 @@ AVX2 void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_arg
   if (v->bits == 4)
     bcast15(vbc, thr4[0]);
   const bool fused4 = m->bits == 4 && v->bits == 4 && thr4_xspace;
+  const bool fused8 = m->bits == 8 && v->bits == 8;
   for (size_t b = begin; b < end; b += _MT_CODEC_BLOCK) {
     size_t e = end - b < _MT_CODEC_BLOCK ? end : b + _MT_CODEC_BLOCK;
     if (fused4 && e - b == _MT_CODEC_BLOCK) {
       q4_block_avx2(s, a, m, v, b, mbc, vbc);
+      write_out_avx2(a, b, e);
+      continue;
+    }
+    if (fused8 && e - b == _MT_CODEC_BLOCK) {
+      q8_block_avx2(s, a, m, v, b);
       write_out_avx2(a, b, e);
       continue;
     }
@@ -901,13 +1115,11 @@ AVX2 void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_arg
     if (m->bits == 4 && thr4_xspace && e - b == _MT_CODEC_BLOCK)
       encode4_block_avx2(m, mmap, mlut, mbc, mb, b);
     else
-      encode_block_avx2(m, mmap, mlen, mlut, walk_up[mi][1], walk_down[mi][1], mbc, thr8p[1], mb,
-                        b, e);
+      encode_block_avx2(m, mmap, mlen, mlut, mbc, mb, b, e);
     if (v->bits == 4 && thr4_xspace && e - b == _MT_CODEC_BLOCK)
       encode4_block_avx2(v, vmap, vlut, vbc, vb, b);
     else
-      encode_block_avx2(v, vmap, vlen, vlut, walk_up[vi][0], walk_down[vi][0], vbc, thr8p[0], vb,
-                        b, e);
+      encode_block_avx2(v, vmap, vlen, vlut, vbc, vb, b, e);
     write_out_avx2(a, b, e);
   }
 }

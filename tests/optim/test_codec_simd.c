@@ -14,10 +14,14 @@
  * with beta1 = beta2 = 0 one step from zero state stores m = g exactly, so
  * g set to every map midpoint and its neighbours a few ulps either side
  * exercises every tie and near-tie of the nearest-value search (the exact
- * thresholds and walk window the AVX2 encode relies on). And end to end: two optimizers, isa
- * SCALAR and AUTO, 8- and 4-bit state, two threads, give identical weights.
- * On a CPU without AVX2 the test says
- * so and skips (exit 77): there the scalar path is the only one run.
+ * thresholds, and the 8-bit encode's switch to them near a midpoint). The
+ * encodes in x's scale (4 and 8 bits) at every binade of absmax. And end
+ * to end: two optimizers, isa SCALAR and AUTO, 8- and 4-bit state, two
+ * threads, give identical weights. By hand, `test_codec_simd --sweep8`
+ * also runs every float in [-amax, amax] through both 8-bit encodes
+ * (minutes; passed for amax 1 and 0x1.5bf0a8p-37 on 2026-11-30). On a CPU
+ * without AVX2 the test says so and skips (exit 77): there the scalar
+ * path is the only one run.
  */
 #include <math.h>
 #include <stdint.h>
@@ -184,17 +188,19 @@ static void probe_encode(int bits) {
   free(g);
 }
 
-/* The 4-bit encode compares x with thresholds moved to each block's scale
- * instead of dividing: blocks with absmax of every binade (denormal to
- * 1e38, random significands), elements at fl(t * absmax) and up to 4 ulps
- * either side for every map threshold t (where the moved threshold and the
- * division can disagree if either is off by one), zeros of both signs, a
- * NaN, an all-zero block and an infinite one, the one exact tie; both
- * maps; the codes and
- * scales must equal the scalar encode's. */
-static void probe_encode4_scaled(int is_signed) {
+/* The 4- and 8-bit encodes work in x's scale instead of dividing (4 bits:
+ * thresholds moved to each block's scale; 8 bits: the map's linear pieces
+ * moved there, with the exact threshold only near a midpoint): blocks with
+ * absmax of every binade (denormal to 1e38, random significands), elements
+ * at fl(t * absmax) and up to 4 ulps either side for every map midpoint t
+ * (where the moved threshold and the division can disagree if either is
+ * off by one), zeros of both signs, a NaN, an all-zero block and an
+ * infinite one, the one exact tie; both maps; the codes and scales must
+ * equal the scalar encode's. */
+static void probe_encode_scaled(int bits, int is_signed) {
   enum { BLOCKS = 4096 };
-  const float *map = _mt_codec_map(4, is_signed);
+  const unsigned len = 1u << bits;
+  const float *map = _mt_codec_map(bits, is_signed);
   size_t n = (size_t)BLOCKS * _MT_CODEC_BLOCK;
   float *x = calloc(n, sizeof(float));
   CHECK(x != NULL, "calloc");
@@ -208,7 +214,7 @@ static void probe_encode4_scaled(int is_signed) {
       amax = INFINITY;
     bx[0] = is_signed && (next() & 1) ? -amax : amax;
     for (size_t i = 1; i < _MT_CODEC_BLOCK; i++) {
-      unsigned c = (unsigned)(next() % 15);
+      unsigned c = (unsigned)(next() % (len - 1));
       float t = (map[c] + map[c + 1]) / 2; /* near the threshold between c and c + 1 */
       float y = t * amax;
       int d = (int)(next() % 9) - 4;
@@ -230,16 +236,65 @@ static void probe_encode4_scaled(int is_signed) {
       bx[5] = NAN;
   }
   _mt_qtensor_t a, b;
-  CHECK(_mt_qtensor_alloc(&a, n, 4, is_signed) == 0 && _mt_qtensor_alloc(&b, n, 4, is_signed) == 0,
+  CHECK(_mt_qtensor_alloc(&a, n, bits, is_signed) == 0 &&
+            _mt_qtensor_alloc(&b, n, bits, is_signed) == 0,
         "alloc");
   _mt_codec_encode(&a, x, 0, n);
   _mt_codec_encode_avx2(&b, x, 0, n);
   for (size_t i = 0; i < _mt_qtensor_code_bytes(&a); i++)
-    CHECK(a.codes[i] == b.codes[i], "4-bit %s encode, block %zu: codes 0x%02x vs 0x%02x at byte %zu",
-          is_signed ? "signed" : "unsigned", 2 * i / _MT_CODEC_BLOCK, a.codes[i], b.codes[i], i);
-  CHECK(memcmp(a.scales, b.scales, BLOCKS * 4) == 0, "4-bit scales");
+    CHECK(a.codes[i] == b.codes[i], "%d-bit %s encode, block %zu: codes 0x%02x vs 0x%02x at byte %zu",
+          bits, is_signed ? "signed" : "unsigned", 8 * i / (size_t)bits / _MT_CODEC_BLOCK,
+          a.codes[i], b.codes[i], i);
+  CHECK(memcmp(a.scales, b.scales, BLOCKS * 4) == 0, "%d-bit scales", bits);
   _mt_qtensor_free(&a);
   _mt_qtensor_free(&b);
+  free(x);
+}
+
+/* Every float x in [-amax, amax], in blocks whose absmax is amax, through
+ * the AVX2 and scalar 8-bit encodes of both maps (the unsigned one's
+ * negatives included): the codes must agree. Not run by
+ * default (2^32 values, minutes): `test_codec_simd --sweep8` by hand. */
+static void sweep8(float amax) {
+  enum { CHUNK = 1 << 20 };
+  float *x = malloc(CHUNK * sizeof(float));
+  CHECK(x != NULL, "malloc");
+  _mt_qtensor_t a[2], b[2];
+  for (int s = 0; s < 2; s++)
+    CHECK(_mt_qtensor_alloc(&a[s], CHUNK, 8, s) == 0 && _mt_qtensor_alloc(&b[s], CHUNK, 8, s) == 0,
+          "alloc");
+  uint32_t top;
+  memcpy(&top, &amax, 4);
+  uint64_t done = 0;
+  for (uint32_t sign = 0; sign < 2; sign++) {
+    uint64_t u = 0;
+    while (u <= top) {
+      size_t n = 0;
+      for (; n < CHUNK && u <= top; n++) {
+        if (n % _MT_CODEC_BLOCK == 0) {
+          x[n] = amax;
+          continue;
+        }
+        uint32_t w = (uint32_t)u++ | sign << 31;
+        memcpy(&x[n], &w, 4);
+      }
+      for (; n % _MT_CODEC_BLOCK != 0; n++)
+        x[n] = 0;
+      for (int s = 0; s < 2; s++) {
+        _mt_codec_encode(&a[s], x, 0, n);
+        _mt_codec_encode_avx2(&b[s], x, 0, n);
+        for (size_t i = 0; i < n; i++)
+          CHECK(a[s].codes[i] == b[s].codes[i], "sweep8 amax %a map %d: x %a: code %u vs %u", amax,
+                s, x[i], a[s].codes[i], b[s].codes[i]);
+      }
+      done += n;
+    }
+  }
+  printf("test_codec_simd: sweep8 amax %a: %llu values agree\n", amax, (unsigned long long)done);
+  for (int s = 0; s < 2; s++) {
+    _mt_qtensor_free(&a[s]);
+    _mt_qtensor_free(&b[s]);
+  }
   free(x);
 }
 
@@ -304,7 +359,7 @@ static void via_optim(_mt_codec_t codec) {
   _mt_optim_destroy(o[1]);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   if (_mt_codec_kernel_q(_MT_ISA_AVX2) == NULL) {
     printf("test_codec_simd: this CPU has no AVX2; only the scalar codec path runs here\n");
     return 77;
@@ -314,8 +369,14 @@ int main(void) {
   probe_encode(8);
   probe_encode(4);
   probe_round_out();
-  probe_encode4_scaled(1);
-  probe_encode4_scaled(0);
+  for (int bits = 4; bits <= 8; bits += 4) {
+    probe_encode_scaled(bits, 1);
+    probe_encode_scaled(bits, 0);
+  }
+  if (argc > 1 && strcmp(argv[1], "--sweep8") == 0) { /* by hand: minutes */
+    sweep8(1.0f);
+    sweep8(0x1.5bf0a8p-37f);
+  }
   const _mt_adam_hp_t hps[] = {
       {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-2,
        .decoupled = true},
