@@ -33,6 +33,10 @@ struct mt_optim {
   char err[512];
 };
 
+_mt_optim_t *_mt_optim_of(mt_optim_t *h) {
+  return h->o;
+}
+
 static size_t dtype_bytes(mt_dtype_t t) {
   return t == MT_DTYPE_F32 ? 4 : 2;
 }

@@ -89,6 +89,9 @@ int _mt_optim_busy(const _mt_optim_t *o);
 struct _mt_ss;
 struct _mt_ss_param;
 int _mt_optim_set_store(_mt_optim_t *o, struct _mt_ss *ss, int always);
+/* The optimizer behind a public handle (api.c), for tests. */
+struct mt_optim;
+_mt_optim_t *_mt_optim_of(struct mt_optim *h);
 /* Whether param's state is on NVMe. */
 int _mt_optim_spilled(const _mt_optim_t *o, int param);
 
