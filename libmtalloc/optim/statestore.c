@@ -278,6 +278,10 @@ int _mt_ss_add(_mt_ss_t *ss, const _mt_ss_layout_t *l, void *weights, uint64_t t
     mt_error("optimizer state on NVMe: cannot spill a parameter of %zu elements (%s)", l->n,
              strerror(-rc));
     if (sp != NULL) free_chunks(ss, sp);
+    if (ss->nparams == 0) { /* nothing spilled: the staging goes back to MT_MAX_HOST */
+      _mt_optim_mem_free(ss->mem);
+      ss->mem = NULL;
+    }
   }
   pthread_mutex_unlock(&ss->stream);
   return rc;
