@@ -7,10 +7,11 @@
  * codes and block scales) is cut into blocks of _MT_SS_BLOCK elements. A
  * block is one chunk of the store: its fields one after the other, each
  * 64-byte aligned, every page checksummed by the store. A step streams the
- * blocks through _MT_SS_NBUF staging buffers: while block k is updated on
- * the calling worker, block k+1 is being read and block k-1 written, so
- * the step waits for the disk only when the disk is slower than the update
- * (it is, by an order of magnitude: 12 bytes an element each way).
+ * blocks through _MT_SS_NBUF (4) staging buffers: while block k is updated
+ * on the calling worker, blocks k+1 and k+2 are being read and block k-1
+ * written, so the step waits for the disk only when the disk is slower
+ * than the update (on this VM it is, several times: 12 bytes an element
+ * each way for bf16 weights with FP32 state).
  *
  * Nothing is lost on an I/O error. Each block has two chunks, the current
  * copy and a spare; a step reads the current one and writes the new state
@@ -26,7 +27,7 @@
  * disk.
  *
  * Memory: the staging buffers (_MT_SS_NBUF of them, 18 bytes an element of
- * a block: 4.5 MiB each) are the optimizer's own memory, taken out of
+ * a block: 4.5 MiB each, 18 MiB) are the optimizer's own memory, taken out of
  * MT_MAX_HOST at the first spill. The store is the pager's NVMe tier's
  * (_mt_ss_from_pager), shared with the pager's chunks; tests bring their
  * own (_mt_ss_open).
@@ -55,6 +56,7 @@
 
 #define SLOT_BYTES (18 * _MT_SS_BLOCK) /* 16 a chunk (master, m, v, vmax) + 2 out */
 #define OUT_OFF (16 * _MT_SS_BLOCK)
+#define READ_AHEAD (_MT_SS_NBUF - 2) /* blocks read ahead of the one updated */
 #define WAIT_NS (30ull * 1000000000ull) /* a block that takes longer is reported */
 
 struct _mt_ss {
@@ -317,55 +319,61 @@ static void commit(_mt_ss_param_t *sp, size_t k, uint8_t *buf) {
     memcpy((uint16_t *)sp->weights + b.begin, b.out, b.len * sizeof(uint16_t));
 }
 
+/* Waits for the write in slot s (block wr_blk[s]); commits the block if
+ * every block before it did and none before it failed. */
+static void finish_write(_mt_ss_t *ss, _mt_ss_param_t *sp, _mt_nvme_op_t *wr, bool *wr_on,
+                         const size_t *wr_blk, size_t s, size_t *committed, size_t *fail_blk,
+                         int *err) {
+  size_t j = wr_blk[s];
+  int r = wait_op(ss, &wr[s]);
+  wr_on[s] = false;
+  if (r != 0 && j < *fail_blk) {
+    *fail_blk = j;
+    if (*err == 0) *err = r;
+  }
+  if (r == 0 && *committed == j && j < *fail_blk) {
+    commit(sp, j, ss->slot[s]);
+    (*committed)++;
+  }
+}
+
 int _mt_ss_step(_mt_ss_t *ss, _mt_ss_param_t *sp, _mt_ss_update_fn fn, void *arg) {
   pthread_mutex_lock(&ss->stream);
+  /* slot s holds block k with s = (k - k0) % NBUF: the block being
+   * updated, READ_AHEAD blocks being read, the rest being written */
   _mt_nvme_op_t rd[_MT_SS_NBUF], wr[_MT_SS_NBUF];
   bool rd_on[_MT_SS_NBUF] = {0}, wr_on[_MT_SS_NBUF] = {0};
-  size_t nb = sp->nblocks, k0 = sp->resume;
-  size_t committed = k0, fail_blk = nb; /* blocks before fail_blk may commit */
+  size_t wr_blk[_MT_SS_NBUF] = {0};
+  size_t nb = sp->nblocks, k0 = sp->resume, next = k0; /* next block to read */
+  size_t committed = k0, fail_blk = nb; /* only blocks before fail_blk may commit */
   int err = 0;
 #define SLOT(k) (((k) - k0) % _MT_SS_NBUF)
-  /* waits for block j's write; commits it if every block before did */
-#define FINISH_WRITE(j)                                                     \
-  do {                                                                      \
-    size_t s_ = SLOT(j);                                                    \
-    int r_ = wait_op(ss, &wr[s_]);                                          \
-    wr_on[s_] = false;                                                      \
-    if (r_ != 0 && (j) < fail_blk) {                                        \
-      fail_blk = (j);                                                       \
-      if (err == 0) err = r_;                                               \
-    }                                                                       \
-    if (r_ == 0 && committed == (j) && (j) < fail_blk) {                    \
-      commit(sp, (j), ss->slot[s_]);                                        \
-      committed++;                                                          \
-    }                                                                       \
-  } while (0)
-  if (k0 < nb) {
-    err = submit(ss, sp, k0, sp->cur[k0], ss->slot[SLOT(k0)], false, &rd[SLOT(k0)]);
-    rd_on[SLOT(k0)] = err == 0;
-    if (err != 0) fail_blk = k0;
-  }
   for (size_t k = k0; err == 0 && k < nb; k++) {
+    /* reads ahead: a slot is free once its last block's write is down */
+    while (err == 0 && next < nb && next <= k + READ_AHEAD) {
+      size_t s = SLOT(next);
+      if (wr_on[s]) finish_write(ss, sp, wr, wr_on, wr_blk, s, &committed, &fail_blk, &err);
+      if (err != 0) break;
+      int r = submit(ss, sp, next, sp->cur[next], ss->slot[s], false, &rd[s]);
+      if (r != 0) {
+        fail_blk = next;
+        err = r;
+      }
+      rd_on[s] = r == 0;
+      next++;
+    }
     size_t s = SLOT(k);
+    if (!rd_on[s])
+      break; /* its read was never issued: err says why */
     int r = wait_op(ss, &rd[s]);
     rd_on[s] = false;
     if (r != 0) {
-      fail_blk = k;
+      if (k < fail_blk) fail_blk = k;
       err = r;
       break;
     }
-    if (k + 1 < nb) {
-      size_t s1 = SLOT(k + 1);
-      if (wr_on[s1]) FINISH_WRITE(k + 1 - _MT_SS_NBUF); /* the slot's last block */
-      if (err != 0) break;
-      r = submit(ss, sp, k + 1, sp->cur[k + 1], ss->slot[s1], false, &rd[s1]);
-      if (r != 0) {
-        fail_blk = k + 1;
-        err = r;
-      } else {
-        rd_on[s1] = true;
-      }
-    }
+    if (k >= fail_blk)
+      break;
     _mt_ss_block_t b;
     block_view(sp, k, ss->slot[s], &b);
     if (sp->l.dtype == _MT_DT_F32)
@@ -373,22 +381,23 @@ int _mt_ss_step(_mt_ss_t *ss, _mt_ss_param_t *sp, _mt_ss_update_fn fn, void *arg
     fn(arg, &b);
     r = submit(ss, sp, k, !sp->cur[k], ss->slot[s], true, &wr[s]);
     if (r != 0) {
-      if (k < fail_blk) fail_blk = k;
-      if (err == 0) err = r;
+      fail_blk = k;
+      err = r;
       break;
     }
     wr_on[s] = true;
+    wr_blk[s] = k;
   }
-  /* drain: every buffer the disk still owns, writes committed in order */
-  for (size_t j = committed; j < nb; j++) {
-    size_t s = SLOT(j);
-    if (wr_on[s]) FINISH_WRITE(j);
+  /* drain: every buffer the disk still owns; writes commit in block order */
+  for (;;) {
+    int first = -1;
+    for (int s = 0; s < _MT_SS_NBUF; s++)
+      if (wr_on[s] && (first < 0 || wr_blk[s] < wr_blk[first])) first = s;
+    if (first < 0) break;
+    finish_write(ss, sp, wr, wr_on, wr_blk, (size_t)first, &committed, &fail_blk, &err);
   }
-  for (int s = 0; s < _MT_SS_NBUF; s++) {
+  for (int s = 0; s < _MT_SS_NBUF; s++)
     if (rd_on[s]) (void)wait_op(ss, &rd[s]);
-    if (wr_on[s]) (void)wait_op(ss, &wr[s]); /* only after a failure: not committed */
-  }
-#undef FINISH_WRITE
 #undef SLOT
   sp->resume = committed == nb ? 0 : committed;
   if (err != 0)

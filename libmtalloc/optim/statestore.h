@@ -15,9 +15,9 @@
 /* Elements per streamed block: a multiple of the codecs' 128-element
  * blocks; 12 bytes an element (bf16 master, FP32 m and v): 3 MiB reads. */
 #define _MT_SS_BLOCK ((size_t)1 << 18)
-/* Staging buffers of one stream: block k+1 read while k is updated and
- * k-1 written. */
-#define _MT_SS_NBUF 3
+/* Staging buffers of one stream: blocks k+1 and k+2 read while k is
+ * updated and k-1 written. */
+#define _MT_SS_NBUF 4
 
 typedef struct _mt_ss _mt_ss_t;
 typedef struct _mt_ss_param _mt_ss_param_t;
