@@ -207,8 +207,11 @@ static int spill(_mt_optim_t *o, param_t *p) {
 }
 
 int _mt_optim_set_store(_mt_optim_t *o, _mt_ss_t *ss, int always) {
-  if (o->nparams > 0 || o->ss_owned)
+  if (o->in_flight || o->ss_owned)
     return -EBUSY;
+  for (int i = 0; i < o->nparams; i++)
+    if (o->params[i].sp != NULL && ss != o->ss)
+      return -EBUSY; /* spilled parameters stay in their store */
   o->ss = ss;
   o->spill_always = always != 0;
   return 0;

@@ -85,7 +85,9 @@ int _mt_optim_busy(const _mt_optim_t *o);
  * ss when MT_MAX_HOST has no room for it; with always, every later
  * registration does (tests and the benchmark). ss stays the caller's.
  * Without a call, the pager's NVMe tier's store is used where it exists.
- * Only before the first registration: 0 or -EBUSY. */
+ * Applies to later registrations. 0, or -EBUSY (a step in flight, the
+ * pager's store already in use, or another store while parameters are
+ * spilled to this one). */
 struct _mt_ss;
 struct _mt_ss_param;
 int _mt_optim_set_store(_mt_optim_t *o, struct _mt_ss *ss, int always);
