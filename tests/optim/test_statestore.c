@@ -2,7 +2,8 @@
  * Description: optimizer state on NVMe (libmtalloc/optim/statestore.c).
  * The same parameters stepped with their state forced to the NVMe store
  * and in RAM give the same bits (weights, masters, moments, 8-bit codes
- * and scales), over several 256K-element blocks and a tail; an injected
+ * and scales; FP32 with AMSGrad, 8-bit, 4-bit with a bf16 gradient), over
+ * several 256K-element blocks and a tail; an injected
  * I/O error (EIO, ENOSPC on write, a flipped bit on read) fails the step
  * with the count not advanced, leaves every block either at the new step
  * or at the previous one (weights included), and a second step finishes it
@@ -225,6 +226,41 @@ Test(statestore, q8_bit_identical_and_stats) {
   destroy(&a);
   destroy(&b);
   cr_assert_eq(mt_stat_get(optim_nvme_bytes), bytes0);
+}
+
+Test(statestore, q4_bf16_gradients_bit_identical) {
+  model_t a, b;
+  _mt_optim_cfg_t cfg = {.hp = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                                .weight_decay = 0.01, .decoupled = true},
+                         .isa = _MT_ISA_AUTO, .codec = _MT_CODEC_4BIT, .threads = 2, .node = -1};
+  model_t *ms[2] = {&a, &b};
+  uint16_t *g16 = malloc(BIG * 2);
+  for (size_t k = 0; k < BIG; k++) g16[k] = _mt_f32_to_bf16(val(k, 77));
+  for (int s = 0; s < 2; s++) { /* one bf16-weight parameter with a bf16 gradient */
+    model_t *m = ms[s];
+    memset(m, 0, sizeof(*m));
+    cr_assert_eq(_mt_optim_create(&cfg, &m->o), 0);
+    if (s) cr_assert_eq(_mt_optim_set_store(m->o, ss, 1), 0);
+    m->w[0] = malloc(BIG * 2);
+    for (size_t k = 0; k < BIG; k++) ((uint16_t *)m->w[0])[k] = _mt_f32_to_bf16(val(k, 5));
+    cr_assert_eq(_mt_optim_add_grad(m->o, m->w[0], BIG, _MT_DT_BF16, g16, _MT_DT_BF16), 0);
+    for (int t = 0; t < 4; t++) {
+      cr_assert_eq(_mt_optim_step(m->o, -1, 1.0f), 0);
+      cr_assert_eq(_mt_optim_wait(m->o), 0);
+    }
+  }
+  cr_assert_eq(memcmp(a.w[0], b.w[0], BIG * 2), 0, "weights differ");
+  for (int f = _MT_SS_MASTER; f <= _MT_SS_V; f++) {
+    float *x = field(&a, 0, (_mt_ss_field_t)f), *y = field(&b, 0, (_mt_ss_field_t)f);
+    cr_assert_eq(memcmp(x, y, BIG * 4), 0, "field %d differs", f);
+    free(x);
+    free(y);
+  }
+  for (int s = 0; s < 2; s++) {
+    _mt_optim_destroy(ms[s]->o);
+    free(ms[s]->w[0]);
+  }
+  free(g16);
 }
 
 /* After a failed step: block by block, b's weights are a1's (the previous
