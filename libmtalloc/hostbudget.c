@@ -19,7 +19,7 @@
 #include "pager.h"
 #include "pager_internal.h"
 
-int _mt_host_reserve(size_t bytes) {
+static int reserve(size_t bytes, bool quiet) {
   mt_pager_t *p = _mt_pager;
   if (p == NULL || bytes == 0) return 0;
   pthread_mutex_lock(&p->lock);
@@ -31,7 +31,7 @@ int _mt_host_reserve(size_t bytes) {
     p->host_budget -= more;
     p->host_reserved += more;
     p->host_reserved_bytes = total;
-  } else {
+  } else if (!quiet) {
     mt_error("host memory budget MT_MAX_HOST: the host optimizer needs %zu more bytes for its masters and "
              "state, but only %zu of %zu are free (host copies hold %zu%s): raise MT_MAX_HOST, or use "
              "compressed optimizer state (MT_OPTIMIZER_COMPRESSION=8bit)", bytes,
@@ -40,6 +40,14 @@ int _mt_host_reserve(size_t bytes) {
   }
   pthread_mutex_unlock(&p->lock);
   return rc;
+}
+
+int _mt_host_reserve(size_t bytes) {
+  return reserve(bytes, false);
+}
+
+int _mt_host_try_reserve(size_t bytes) {
+  return reserve(bytes, true);
 }
 
 void _mt_host_unreserve(size_t bytes) {

@@ -81,6 +81,9 @@ int _mt_host_read(void *dst, uintptr_t addr, size_t n);
  * sum of every reservation. 0 (also when no pager runs: the optimizer's C
  * API used alone counts nothing), or -ENOMEM with the reason logged. */
 int _mt_host_reserve(size_t bytes);
+/* The same without the log line: the optimizer's probe before it puts a
+ * parameter's state on NVMe instead (optim/statestore.c). */
+int _mt_host_try_reserve(size_t bytes);
 /* Gives back what _mt_host_reserve(bytes) took. */
 void _mt_host_unreserve(size_t bytes);
 /* The NUMA node for host memory that the GPU reads and writes: MT_NUMA_NODE,

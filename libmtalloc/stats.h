@@ -52,7 +52,12 @@
   X(host_write_bytes)      \
   X(write_behind)          \
   X(write_behind_used)     \
-  X(handoffs)
+  X(handoffs)              \
+  X(optim_nvme_bytes)      \
+  X(optim_nvme_read)       \
+  X(optim_nvme_write)      \
+  X(optim_nvme_wait_ns)    \
+  X(optim_nvme_errors)
 
 typedef struct mt_stats {
 #define MT_STAT_DECL(name) _Atomic uint64_t name;

@@ -19,6 +19,7 @@
 #include "codec.h"
 #include "devparam.h"
 #include "optim.h"
+#include "statestore.h"
 
 _Static_assert((int)MT_OPTIM_KERNEL_SCALAR == (int)_MT_ISA_SCALAR &&
                    (int)MT_OPTIM_KERNEL_AVX2 == (int)_MT_ISA_AVX2 &&
@@ -31,6 +32,10 @@ struct mt_optim {
   _mt_devparams_t dev; /* parameters in GPU memory (devparam.c) */
   char err[512];
 };
+
+_mt_optim_t *_mt_optim_of(mt_optim_t *h) {
+  return h->o;
+}
 
 static size_t dtype_bytes(mt_dtype_t t) {
   return t == MT_DTYPE_F32 ? 4 : 2;
@@ -141,8 +146,9 @@ MT_API int mt_optim_step(mt_optim_t *o, int param, float clip_coef) {
 }
 
 MT_API int mt_optim_wait(mt_optim_t *o) {
-  _mt_optim_wait(o->o);
-  return _mt_devparam_push(&o->dev, false);
+  int rc = _mt_optim_wait(o->o); /* a failed step of state on NVMe */
+  int pr = _mt_devparam_push(&o->dev, false);
+  return rc != 0 ? rc : pr;
 }
 
 MT_API int mt_optim_set_grad(mt_optim_t *o, int param, const void *grad) {
@@ -168,7 +174,8 @@ MT_API int mt_optim_param_info(mt_optim_t *o, int param, mt_optim_param_info_t *
   _mt_optim_view_t v;
   _mt_optim_view(o->o, param, &v);
   *info = (mt_optim_param_info_t){.count = v.n, .dtype = (mt_dtype_t)v.dtype, .step = *v.step,
-                                  .amsgrad = v.vmax != NULL};
+                                  .amsgrad = v.vmax != NULL ||
+                                             (v.sp != NULL && _mt_optim_cfg(o->o)->hp.amsgrad)};
   if (v.quant) {
     info->state_bits = v.qm->bits;
     info->code_bytes = _mt_qtensor_code_bytes(v.qm);
@@ -208,8 +215,21 @@ static int state_access(mt_optim_t *o, int param, mt_optim_field_t field, size_t
   if (count != SIZE_MAX && count != v->n) return -EINVAL;
   *q = !v->quant ? NULL : field == MT_OPTIM_FIELD_EXP_AVG ? v->qm
                         : field == MT_OPTIM_FIELD_EXP_AVG_SQ ? v->qv : NULL;
+  if (v->sp != NULL) /* on NVMe: what exists is what the layout holds */
+    return field == MT_OPTIM_FIELD_MAX_EXP_AVG_SQ && !_mt_optim_cfg(o->o)->hp.amsgrad ? -ENOENT : 0;
   if (*q == NULL && field_array(v, field) == NULL) return -ENOENT;
   return 0;
+}
+
+/* The statestore field of a public one (spilled parameters). */
+static _mt_ss_field_t ss_field(mt_optim_field_t field) {
+  return field == MT_OPTIM_FIELD_MASTER ? _MT_SS_MASTER : field == MT_OPTIM_FIELD_EXP_AVG ? _MT_SS_M
+         : field == MT_OPTIM_FIELD_EXP_AVG_SQ ? _MT_SS_V : _MT_SS_VMAX;
+}
+
+/* Whether field of v lives on NVMe (the master of F32 weights is the weights). */
+static bool on_nvme(const _mt_optim_view_t *v, mt_optim_field_t field) {
+  return v->sp != NULL && !(field == MT_OPTIM_FIELD_MASTER && v->dtype == MT_DTYPE_F32);
 }
 
 MT_API int mt_optim_state_read(mt_optim_t *o, int param, mt_optim_field_t field, float *out,
@@ -218,6 +238,7 @@ MT_API int mt_optim_state_read(mt_optim_t *o, int param, mt_optim_field_t field,
   _mt_qtensor_t *q;
   int rc = state_access(o, param, field, count, &v, &q);
   if (rc < 0) return rc;
+  if (on_nvme(&v, field)) return _mt_ss_floats(v.ss, v.sp, ss_field(field), out, false);
   if (q != NULL)
     _mt_codec_decode(q, out, 0, v.n);
   else
@@ -231,14 +252,19 @@ MT_API int mt_optim_state_write(mt_optim_t *o, int param, mt_optim_field_t field
   _mt_qtensor_t *q;
   int rc = state_access(o, param, field, count, &v, &q);
   if (rc < 0) return rc;
-  if (q != NULL) {
+  if (on_nvme(&v, field)) {
+    /* (float *): the store writes from the buffer, it does not change it */
+    rc = _mt_ss_floats(v.ss, v.sp, ss_field(field), (float *)(uintptr_t)in, true);
+  } else if (q != NULL) {
     _mt_codec_encode(q, in, 0, v.n);
     return 0;
+  } else {
+    memcpy(field_array(&v, field), in, v.n * sizeof(float));
   }
-  memcpy(field_array(&v, field), in, v.n * sizeof(float));
-  if (field != MT_OPTIM_FIELD_MASTER) return 0;
+  if (rc != 0 || field != MT_OPTIM_FIELD_MASTER) return rc;
   /* the weights follow the master: the caller's array, or the device's */
-  _mt_optim_refresh_weights(o->o, param);
+  rc = _mt_optim_refresh_weights(o->o, param);
+  if (rc != 0) return rc;
   return _mt_devparam_push_one(&o->dev, param);
 }
 
@@ -263,6 +289,16 @@ MT_API int mt_optim_state_raw_read(mt_optim_t *o, int param, mt_optim_field_t fi
   int rc;
   _mt_qtensor_t *q = raw_access(o, param, field, code_bytes, blocks, &rc);
   if (q == NULL) return rc;
+  _mt_optim_view_t v;
+  _mt_optim_view(o->o, param, &v);
+  if (v.sp != NULL) {
+    bool m = field == MT_OPTIM_FIELD_EXP_AVG;
+    rc = _mt_ss_field(v.ss, v.sp, m ? _MT_SS_QM_CODES : _MT_SS_QV_CODES, 0, code_bytes, codes, false);
+    if (rc == 0)
+      rc = _mt_ss_field(v.ss, v.sp, m ? _MT_SS_QM_SCALES : _MT_SS_QV_SCALES, 0, blocks * sizeof(float),
+                        scales, false);
+    return rc;
+  }
   memcpy(codes, q->codes, code_bytes);
   memcpy(scales, q->scales, blocks * sizeof(float));
   return 0;
@@ -274,6 +310,17 @@ MT_API int mt_optim_state_raw_write(mt_optim_t *o, int param, mt_optim_field_t f
   int rc;
   _mt_qtensor_t *q = raw_access(o, param, field, code_bytes, blocks, &rc);
   if (q == NULL) return rc;
+  _mt_optim_view_t v;
+  _mt_optim_view(o->o, param, &v);
+  if (v.sp != NULL) {
+    bool m = field == MT_OPTIM_FIELD_EXP_AVG;
+    rc = _mt_ss_field(v.ss, v.sp, m ? _MT_SS_QM_CODES : _MT_SS_QV_CODES, 0, code_bytes,
+                      (void *)(uintptr_t)codes, true);
+    if (rc == 0)
+      rc = _mt_ss_field(v.ss, v.sp, m ? _MT_SS_QM_SCALES : _MT_SS_QV_SCALES, 0, blocks * sizeof(float),
+                        (void *)(uintptr_t)scales, true);
+    return rc;
+  }
   memcpy(q->codes, codes, code_bytes);
   memcpy(q->scales, scales, blocks * sizeof(float));
   return 0;

@@ -24,6 +24,15 @@
  * loads nothing. (A file changed between the two passes is not defended
  * against: checkpoints are written once, to a temporary name, then renamed.)
  *
+ * Spilled parameters (state on NVMe, statestore.c) are saved and loaded
+ * through the store, a megabyte at a time, in the same format: a
+ * checkpoint does not say where the state lived. Their reads and writes
+ * can fail (-EIO, -EBADMSG: the message names the parameter); a load that
+ * fails then has copied the parameters before it, and the blocks of that
+ * parameter before the failed one (each block's write is all or nothing):
+ * load again. A parameter whose step failed part-way cannot be saved
+ * until a step finishes it.
+ *
  * Threading: the owner thread, with no step in flight (-EBUSY otherwise).
  */
 #include <errno.h>
@@ -38,6 +47,7 @@
 #include "codec.h"
 #include "hash.h"
 #include "optim.h"
+#include "statestore.h"
 
 #define CK_MAGIC "MTOPTCK"
 #define CK_VERSION 1u
@@ -75,25 +85,37 @@ static int fail(char *err, size_t len, int rc, const char *fmt, ...) {
 
 /* The payload arrays of one parameter, in file order. */
 typedef struct span {
-  void *p;
+  void *p;      /* NULL: field f of the spilled parameter's state */
   size_t bytes;
+  _mt_ss_field_t f;
 } span_t;
 
 static int spans(_mt_optim_t *o, int i, span_t out[5]) {
   _mt_optim_view_t v;
   _mt_optim_view(o, i, &v);
   int k = 0;
-  out[k++] = (span_t){v.master, v.n * 4};
+  if (v.sp != NULL) {
+    static const _mt_ss_field_t rest[] = {_MT_SS_M, _MT_SS_V, _MT_SS_VMAX, _MT_SS_QM_CODES,
+                                          _MT_SS_QM_SCALES, _MT_SS_QV_CODES, _MT_SS_QV_SCALES};
+    out[k++] = (span_t){v.dtype == _MT_DT_F32 ? v.master : NULL, v.n * 4, _MT_SS_MASTER};
+    for (int j = 0; j < 7; j++) {
+      size_t b = _mt_ss_field_bytes(v.sp, rest[j]); /* 0: not in this layout */
+      if (b > 0)
+        out[k++] = (span_t){NULL, b, rest[j]};
+    }
+    return k;
+  }
+  out[k++] = (span_t){v.master, v.n * 4, _MT_SS_MASTER};
   if (v.quant) {
-    out[k++] = (span_t){v.qm->codes, _mt_qtensor_code_bytes(v.qm)};
-    out[k++] = (span_t){v.qm->scales, _mt_qtensor_blocks(v.qm) * 4};
-    out[k++] = (span_t){v.qv->codes, _mt_qtensor_code_bytes(v.qv)};
-    out[k++] = (span_t){v.qv->scales, _mt_qtensor_blocks(v.qv) * 4};
+    out[k++] = (span_t){v.qm->codes, _mt_qtensor_code_bytes(v.qm), _MT_SS_MASTER};
+    out[k++] = (span_t){v.qm->scales, _mt_qtensor_blocks(v.qm) * 4, _MT_SS_MASTER};
+    out[k++] = (span_t){v.qv->codes, _mt_qtensor_code_bytes(v.qv), _MT_SS_MASTER};
+    out[k++] = (span_t){v.qv->scales, _mt_qtensor_blocks(v.qv) * 4, _MT_SS_MASTER};
   } else {
-    out[k++] = (span_t){v.m, v.n * 4};
-    out[k++] = (span_t){v.v, v.n * 4};
+    out[k++] = (span_t){v.m, v.n * 4, _MT_SS_MASTER};
+    out[k++] = (span_t){v.v, v.n * 4, _MT_SS_MASTER};
     if (v.vmax != NULL)
-      out[k++] = (span_t){v.vmax, v.n * 4};
+      out[k++] = (span_t){v.vmax, v.n * 4, _MT_SS_MASTER};
   }
   return k;
 }
@@ -134,13 +156,42 @@ static int write_all(FILE *f, XXH3_state_t *st, const void *p, size_t n) {
   return fwrite(p, 1, n, f) == n ? 0 : -EIO;
 }
 
+/* Span s of a spilled parameter, to the file a CHUNK at a time. */
+static int write_spilled(FILE *f, XXH3_state_t *st, _mt_optim_view_t *v, const span_t *s,
+                         uint8_t *buf) {
+  for (size_t off = 0; off < s->bytes; off += CHUNK) {
+    size_t n = s->bytes - off < CHUNK ? s->bytes - off : CHUNK;
+    int rc = _mt_ss_field(v->ss, v->sp, s->f, off, n, buf, false);
+    if (rc == 0)
+      rc = write_all(f, st, buf, n);
+    if (rc != 0)
+      return rc;
+  }
+  return 0;
+}
+
 int _mt_optim_save(_mt_optim_t *o, const char *path, char *err, size_t errlen) {
+  if (err != NULL && errlen > 0)
+    err[0] = '\0';
   if (_mt_optim_busy(o))
     return fail(err, errlen, -EBUSY, "%s: a step is in flight; wait first", path);
+  for (int i = 0; i < _mt_optim_count(o); i++) {
+    _mt_optim_view_t v;
+    _mt_optim_view(o, i, &v);
+    if (v.sp != NULL && _mt_ss_resume(v.sp) != 0)
+      return fail(err, errlen, -EAGAIN,
+                  "%s: parameter %d: its last step failed part-way on NVMe; step it again first",
+                  path, i);
+  }
+  uint8_t *xbuf = malloc(CHUNK); /* spilled state passes through it */
+  if (xbuf == NULL)
+    return -ENOMEM;
   size_t plen = strlen(path);
   char *tmp = malloc(plen + 5);
-  if (tmp == NULL)
+  if (tmp == NULL) {
+    free(xbuf);
     return -ENOMEM;
+  }
   memcpy(tmp, path, plen);
   memcpy(tmp + plen, ".tmp", 5);
   FILE *f = fopen(tmp, "wb");
@@ -148,6 +199,7 @@ int _mt_optim_save(_mt_optim_t *o, const char *path, char *err, size_t errlen) {
     int rc = -errno;
     fail(err, errlen, rc, "%s: cannot create: %s", tmp, strerror(errno));
     free(tmp);
+    free(xbuf);
     return rc;
   }
   XXH3_state_t st;
@@ -161,8 +213,13 @@ int _mt_optim_save(_mt_optim_t *o, const char *path, char *err, size_t errlen) {
     fill_record(o, i, &r);
     rc = write_all(f, &st, &r, sizeof(r));
     int k = spans(o, i, s);
+    _mt_optim_view_t v;
+    _mt_optim_view(o, i, &v);
     for (int j = 0; rc == 0 && j < k; j++)
-      rc = write_all(f, &st, s[j].p, s[j].bytes);
+      rc = s[j].p != NULL ? write_all(f, &st, s[j].p, s[j].bytes) : write_spilled(f, &st, &v, &s[j], xbuf);
+    if (rc != 0 && rc != -EIO)
+      fail(err, errlen, rc, "%s: parameter %d: its state on NVMe could not be read: %s", path, i,
+           strerror(-rc));
   }
   uint64_t sum = XXH3_64bits_digest(&st);
   if (rc == 0 && fwrite(&sum, 8, 1, f) != 1)
@@ -174,10 +231,12 @@ int _mt_optim_save(_mt_optim_t *o, const char *path, char *err, size_t errlen) {
   if (rc == 0 && rename(tmp, path) != 0)
     rc = -errno;
   if (rc != 0) {
-    fail(err, errlen, rc, "%s: write failed: %s", path, strerror(-rc));
+    if (err == NULL || err[0] == '\0')
+      fail(err, errlen, rc, "%s: write failed: %s", path, strerror(-rc));
     unlink(tmp);
   }
   free(tmp);
+  free(xbuf);
   return rc;
 }
 
@@ -213,7 +272,8 @@ static int load_pass(_mt_optim_t *o, FILE *f, const char *path, uint64_t size, i
                 h.flags, want.flags);
   off = sizeof(h);
   char *buf = copy ? NULL : malloc(CHUNK);
-  if (!copy && buf == NULL)
+  uint8_t *xbuf = copy ? malloc(CHUNK) : NULL; /* to spilled state */
+  if ((!copy && buf == NULL) || (copy && xbuf == NULL))
     return -ENOMEM;
   int rc = 0;
   for (uint32_t i = 0; rc == 0 && i < h.nparams; i++) {
@@ -248,13 +308,33 @@ static int load_pass(_mt_optim_t *o, FILE *f, const char *path, uint64_t size, i
     if (copy) {
       span_t s[5];
       int k = spans(o, (int)i, s);
-      for (int j = 0; rc == 0 && j < k; j++)
-        if (fread(s[j].p, 1, s[j].bytes, f) != s[j].bytes)
-          rc = fail(err, errlen, -EIO, "%s: byte %llu: read failed", path, (unsigned long long)off);
       _mt_optim_view_t v;
       _mt_optim_view(o, (int)i, &v);
+      for (int j = 0; rc == 0 && j < k; j++) {
+        if (s[j].p != NULL) {
+          if (fread(s[j].p, 1, s[j].bytes, f) != s[j].bytes)
+            rc = fail(err, errlen, -EIO, "%s: byte %llu: read failed", path, (unsigned long long)off);
+          continue;
+        }
+        for (size_t at = 0; rc == 0 && at < s[j].bytes; at += CHUNK) {
+          size_t n = s[j].bytes - at < CHUNK ? s[j].bytes - at : CHUNK;
+          if (fread(xbuf, 1, n, f) != n)
+            rc = fail(err, errlen, -EIO, "%s: byte %llu: read failed", path, (unsigned long long)off);
+          else if ((rc = _mt_ss_field(v.ss, v.sp, s[j].f, at, n, xbuf, true)) != 0)
+            fail(err, errlen, rc,
+                 "%s: parameter %u: its state on NVMe could not be written (%s): parameters "
+                 "before it are loaded, it partly: load again", path, i, strerror(-rc));
+        }
+      }
+      if (rc != 0)
+        break;
       *v.step = r.step;
-      _mt_optim_refresh_weights(o, (int)i);
+      if (v.sp != NULL)
+        _mt_ss_clear_resume(v.sp); /* every block now holds the file's state */
+      rc = _mt_optim_refresh_weights(o, (int)i);
+      if (rc != 0)
+        fail(err, errlen, rc, "%s: parameter %u: its master on NVMe could not be read back (%s)",
+             path, i, strerror(-rc));
     } else {
       for (uint64_t left = r.payload; rc == 0 && left > 0;) {
         size_t n = left < CHUNK ? (size_t)left : CHUNK;
@@ -268,6 +348,7 @@ static int load_pass(_mt_optim_t *o, FILE *f, const char *path, uint64_t size, i
     off += r.payload;
   }
   free(buf);
+  free(xbuf);
   if (rc != 0 || copy)
     return rc;
   if (size - off != 8)

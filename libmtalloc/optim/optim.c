@@ -30,6 +30,14 @@
  * parameter: a tensor's reduction order is torch's only when one thread
  * walks it (gradnorm.c).
  *
+ * Spilled state: a parameter whose state does not fit in what MT_MAX_HOST
+ * has left is registered with its state in the NVMe store instead
+ * (statestore.c), when there is one; its step is one pool job of one task
+ * that streams the state block by block through the same kernels, so its
+ * results are the bits host-resident state would give. The decision is
+ * made once, at registration: a probe of the budget for the whole state
+ * (_mt_host_try_reserve), so that a parameter is never half in each.
+ *
  * Threading: one thread at a time calls everything here (the owner, or a
  * framework hook thread while the owner waits in backward); the pool's
  * workers touch only the arrays of the tasks they take, which are disjoint.
@@ -41,8 +49,11 @@
 
 #include "codec.h"
 #include "hostmem.h"
+#include "internal.h"
 #include "optim.h"
+#include "pager.h"
 #include "pool.h"
+#include "statestore.h"
 
 #define TASK_ELEMS ((size_t)1 << 16)
 
@@ -60,6 +71,8 @@ typedef struct param {
   _mt_adam_hp_t hp;      /* this parameter's group's hyper-parameters */
   _mt_adam_scalars_t sc; /* the scalars of the step in flight */
   uint64_t job;          /* pool ticket of its last step (_MT_POOL_NO_TICKET: none) */
+  _mt_ss_param_t *sp;    /* state on NVMe (statestore.c); NULL: in host memory */
+  int io_err;            /* the spilled step's result, read after its job */
   struct _mt_optim *owner; /* for the pool's task function */
 } param_t;
 
@@ -72,6 +85,11 @@ struct _mt_optim {
   int nparams, cap;
   bool in_flight; /* a job queued since the last _mt_optim_wait */
   float *norms; /* _mt_optim_grad_norm's per-parameter norms, cap entries */
+  _mt_ss_t *ss;  /* where state goes past MT_MAX_HOST; NULL until needed */
+  bool ss_owned; /* ss is the pager's store's, opened here */
+  bool spill_always;
+  bool no_store; /* looked for the pager's NVMe tier: there is none */
+  int err;       /* first failed spilled step since the last _mt_optim_wait */
 };
 
 /* Masters and moments: zeroed, aligned, on the GPU's node, in MT_MAX_HOST
@@ -117,9 +135,15 @@ void _mt_optim_destroy(_mt_optim_t *o) {
     _mt_optim_mem_free(p->m);
     _mt_optim_mem_free(p->v);
     _mt_optim_mem_free(p->vmax);
+    if (p->sp != NULL) {
+      _mt_ss_drop(o->ss, p->sp); /* qm, qv: shells without memory */
+      continue;
+    }
     _mt_qtensor_free(&p->qm);
     _mt_qtensor_free(&p->qv);
   }
+  if (o->ss_owned)
+    _mt_ss_close(o->ss);
   free(o->params);
   free(o->norms);
   free(o);
@@ -127,6 +151,74 @@ void _mt_optim_destroy(_mt_optim_t *o) {
 
 static bool dtype_ok(int dtype) {
   return dtype == _MT_DT_F32 || dtype == _MT_DT_BF16 || dtype == _MT_DT_F16;
+}
+
+/* Bytes of host memory p's masters and state take. */
+static size_t state_bytes(const _mt_optim_t *o, const param_t *p) {
+  size_t b = p->dtype == _MT_DT_F32 ? 0 : p->n * sizeof(float);
+  if (p->quant) {
+    static const int bits[] = {0, 8, 4, 2};
+    _mt_qtensor_t q = {.n = p->n, .bits = bits[o->cfg.codec]};
+    return b + 2 * (_mt_qtensor_code_bytes(&q) + _mt_qtensor_blocks(&q) * sizeof(float));
+  }
+  return b + (o->cfg.hp.amsgrad ? 3 : 2) * p->n * sizeof(float);
+}
+
+/* Whether p's state goes to NVMe: always (tests), or when there is a store
+ * and the budget has no room for the whole state. */
+static bool wants_spill(_mt_optim_t *o, const param_t *p) {
+  if (o->spill_always)
+    return o->ss != NULL;
+  if (o->ss == NULL && o->no_store)
+    return false; /* the host allocation says why it failed */
+  size_t bytes = state_bytes(o, p);
+  if (_mt_host_try_reserve(bytes) == 0) {
+    _mt_host_unreserve(bytes); /* the room is made: the allocations take it */
+    return false;
+  }
+  if (o->ss == NULL) {
+    if (_mt_ss_from_pager(&o->ss) != 0) {
+      o->no_store = true;
+      return false;
+    }
+    o->ss_owned = true;
+  }
+  return true;
+}
+
+static int spill(_mt_optim_t *o, param_t *p) {
+  static const int bits[] = {0, 8, 4, 2};
+  _mt_ss_layout_t l = {.n = p->n, .dtype = p->dtype, .bits = p->quant ? bits[o->cfg.codec] : 0,
+                       .amsgrad = o->cfg.hp.amsgrad};
+  int rc = _mt_ss_add(o->ss, &l, p->weights, (uint64_t)o->nparams, &p->sp);
+  if (rc != 0) {
+    mt_error("host optimizer: parameter %d (%zu elements) has no room in MT_MAX_HOST and could "
+             "not go to the NVMe store (MT_OFFLOAD_DIR): raise MT_MAX_HOST or MT_MAX_NVME",
+             o->nparams, p->n);
+    return rc == -ENOSPC ? -ENOMEM : rc;
+  }
+  if (p->quant) { /* shells: n and bits for the checkpoint and param_info */
+    p->qm = (_mt_qtensor_t){.n = p->n, .bits = l.bits, .is_signed = 1};
+    p->qv = (_mt_qtensor_t){.n = p->n, .bits = l.bits, .is_signed = 0};
+  }
+  p->master = p->dtype == _MT_DT_F32 ? p->weights : NULL;
+  o->params[o->nparams] = *p;
+  return o->nparams++;
+}
+
+int _mt_optim_set_store(_mt_optim_t *o, _mt_ss_t *ss, int always) {
+  if (o->in_flight || o->ss_owned)
+    return -EBUSY;
+  for (int i = 0; i < o->nparams; i++)
+    if (o->params[i].sp != NULL && ss != o->ss)
+      return -EBUSY; /* spilled parameters stay in their store */
+  o->ss = ss;
+  o->spill_always = always != 0;
+  return 0;
+}
+
+int _mt_optim_spilled(const _mt_optim_t *o, int param) {
+  return o->params[param].sp != NULL;
 }
 
 int _mt_optim_add(_mt_optim_t *o, void *weights, size_t count, int dtype, const float *grad) {
@@ -156,6 +248,8 @@ int _mt_optim_add_grad(_mt_optim_t *o, void *weights, size_t count, int dtype, c
                .owner = o};
   static const int bits[] = {0, 8, 4, 2};
   p.quant = o->cfg.codec != _MT_CODEC_NONE && count >= _MT_CODEC_MIN_ELEMS;
+  if (wants_spill(o, &p))
+    return spill(o, &p);
   bool ok;
   if (p.quant) {
     ok = _mt_qtensor_alloc(&p.qm, count, bits[o->cfg.codec], 1) == 0 &&
@@ -211,10 +305,44 @@ static void run_task(void *arg, size_t t) {
     o->kernel(&p->sc, &a, begin, end);
 }
 
+/* One block of a spilled parameter (statestore.c): the same kernels on
+ * the block's staging arrays, as if they were a tensor of their own. */
+static void update_block(void *arg, _mt_ss_block_t *b) {
+  param_t *p = arg;
+  _mt_optim_t *o = p->owner;
+  bool g32 = p->grad_dtype == _MT_DT_F32;
+  _mt_adam_args_t a = {.p = b->master, .m = b->m, .v = b->v, .vmax = b->vmax,
+                       .g = g32 ? (const float *)p->grad + b->begin : NULL,
+                       .g16 = g32 ? NULL : (const uint16_t *)p->grad + b->begin,
+                       .g_dtype = p->grad_dtype, .out = b->out, .out_dtype = p->dtype};
+  if (p->quant)
+    o->kernel_q(&p->sc, &a, &b->qm, &b->qv, 0, b->len);
+  else
+    o->kernel(&p->sc, &a, 0, b->len);
+}
+
+static void run_spilled(void *arg, size_t t) {
+  (void)t;
+  param_t *p = arg;
+  p->io_err = _mt_ss_step(p->owner->ss, p->sp, update_block, p);
+}
+
+/* After p's job: a failed spilled step did not happen, as far as the
+ * count goes (its committed blocks are remembered by the store). */
+static void settle(_mt_optim_t *o, param_t *p) {
+  p->job = _MT_POOL_NO_TICKET;
+  if (p->io_err == 0)
+    return;
+  p->step -= 1.0f;
+  if (o->err == 0)
+    o->err = p->io_err;
+  p->io_err = 0;
+}
+
 void _mt_optim_wait_param(_mt_optim_t *o, int param) {
   param_t *p = &o->params[param];
   _mt_pool_wait_ticket(o->pool, p->job);
-  p->job = _MT_POOL_NO_TICKET;
+  settle(o, p);
 }
 
 int _mt_optim_step(_mt_optim_t *o, int param, float clip) {
@@ -233,7 +361,8 @@ int _mt_optim_step(_mt_optim_t *o, int param, float clip) {
   for (int i = lo; i < hi; i++) {
     param_t *p = &o->params[i];
     p->step += 1.0f;
-    p->job = _mt_pool_enqueue(o->pool, (p->n + TASK_ELEMS - 1) / TASK_ELEMS, run_task, p);
+    p->job = p->sp != NULL ? _mt_pool_enqueue(o->pool, 1, run_spilled, p)
+                           : _mt_pool_enqueue(o->pool, (p->n + TASK_ELEMS - 1) / TASK_ELEMS, run_task, p);
   }
   o->in_flight = true;
   return 0;
@@ -293,13 +422,16 @@ int _mt_optim_grad_norm(_mt_optim_t *o, float *total) {
   return 0;
 }
 
-void _mt_optim_wait(_mt_optim_t *o) {
-  if (!o->in_flight)
-    return;
-  _mt_pool_wait(o->pool);
-  for (int i = 0; i < o->nparams; i++)
-    o->params[i].job = _MT_POOL_NO_TICKET;
-  o->in_flight = false;
+int _mt_optim_wait(_mt_optim_t *o) {
+  if (o->in_flight) {
+    _mt_pool_wait(o->pool);
+    for (int i = 0; i < o->nparams; i++)
+      settle(o, &o->params[i]);
+    o->in_flight = false;
+  }
+  int rc = o->err;
+  o->err = 0;
+  return rc;
 }
 
 const _mt_optim_cfg_t *_mt_optim_cfg(const _mt_optim_t *o) {
@@ -314,14 +446,17 @@ void _mt_optim_view(_mt_optim_t *o, int param, _mt_optim_view_t *out) {
   param_t *p = &o->params[param];
   *out = (_mt_optim_view_t){.n = p->n, .dtype = p->dtype, .quant = p->quant, .step = &p->step,
                             .master = p->master, .m = p->m, .v = p->v, .vmax = p->vmax,
-                            .qm = &p->qm, .qv = &p->qv};
+                            .qm = &p->qm, .qv = &p->qv, .ss = o->ss, .sp = p->sp};
 }
 
-void _mt_optim_refresh_weights(_mt_optim_t *o, int param) {
+int _mt_optim_refresh_weights(_mt_optim_t *o, int param) {
   param_t *p = &o->params[param];
   if (p->dtype == _MT_DT_F32)
-    return;
+    return 0;
+  if (p->sp != NULL)
+    return _mt_ss_refresh_weights(o->ss, p->sp);
   uint16_t *w = p->weights;
   for (size_t i = 0; i < p->n; i++)
     w[i] = p->dtype == _MT_DT_BF16 ? _mt_f32_to_bf16(p->master[i]) : _mt_f32_to_f16(p->master[i]);
+  return 0;
 }

@@ -50,7 +50,9 @@ int _mt_optim_count(const _mt_optim_t *o);
  * queued, no step count advanced). */
 int _mt_optim_step(_mt_optim_t *o, int param, float clip);
 /* Waits for parameter param's step in flight, if any (and every job
- * queued before it). */
+ * queued before it). A step of spilled state that failed (statestore.c)
+ * is undone in the step count here and its error kept for
+ * _mt_optim_wait. */
 void _mt_optim_wait_param(_mt_optim_t *o, int param);
 /* Points parameter param at a new gradient array of the registered
  * gradient dtype, after its step in flight. 0 or -EINVAL. */
@@ -69,15 +71,37 @@ uint64_t _mt_optim_work_ns(const _mt_optim_t *o);
  * registration order (gradnorm.c: bit for bit), on the pool; returns when
  * done. 0 or -EBUSY (a step in flight). */
 int _mt_optim_grad_norm(_mt_optim_t *o, float *total);
-/* Waits for every step in flight. */
-void _mt_optim_wait(_mt_optim_t *o);
+/* Waits for every step in flight. 0, or the first error of a step of
+ * spilled state since the last call (-EIO, -EBADMSG, -ENOSPC ...: that
+ * parameter's step count did not advance; step it again with the same
+ * gradient to finish the step, statestore.c). */
+int _mt_optim_wait(_mt_optim_t *o);
 int _mt_optim_threads(const _mt_optim_t *o);
 const _mt_optim_cfg_t *_mt_optim_cfg(const _mt_optim_t *o);
 /* Whether a step was queued since the last _mt_optim_wait. */
 int _mt_optim_busy(const _mt_optim_t *o);
 
+/* Optimizer state on NVMe (statestore.c). A parameter's state goes to
+ * ss when MT_MAX_HOST has no room for it; with always, every later
+ * registration does (tests and the benchmark). ss stays the caller's.
+ * Without a call, the pager's NVMe tier's store is used where it exists.
+ * Applies to later registrations. 0, or -EBUSY (a step in flight, the
+ * pager's store already in use, or another store while parameters are
+ * spilled to this one). */
+struct _mt_ss;
+struct _mt_ss_param;
+int _mt_optim_set_store(_mt_optim_t *o, struct _mt_ss *ss, int always);
+/* The optimizer behind a public handle (api.c), for tests. */
+struct mt_optim;
+_mt_optim_t *_mt_optim_of(struct mt_optim *h);
+/* Whether param's state is on NVMe. */
+int _mt_optim_spilled(const _mt_optim_t *o, int param);
+
 /* One parameter's state, for the checkpoint codec (checkpoint.c): pointers
- * into the optimizer's own memory, valid until _mt_optim_destroy. */
+ * into the optimizer's own memory, valid until _mt_optim_destroy. A
+ * spilled parameter (sp != NULL) has no arrays but the F32 weights'
+ * master: its fields are read and written through statestore.h; qm and qv
+ * then hold only n and bits. */
 struct _mt_qtensor;
 typedef struct _mt_optim_view {
   size_t n;
@@ -87,10 +111,13 @@ typedef struct _mt_optim_view {
   float *master;
   float *m, *v, *vmax; /* FP32 state; vmax NULL without amsgrad */
   struct _mt_qtensor *qm, *qv;
+  struct _mt_ss *ss;
+  struct _mt_ss_param *sp; /* NULL: state in host memory */
 } _mt_optim_view_t;
 void _mt_optim_view(_mt_optim_t *o, int param, _mt_optim_view_t *out);
-/* Rewrites a bf16/fp16 parameter's weights from its master (after a load). */
-void _mt_optim_refresh_weights(_mt_optim_t *o, int param);
+/* Rewrites a bf16/fp16 parameter's weights from its master (after a load).
+ * 0 or -errno (a spilled master that could not be read). */
+int _mt_optim_refresh_weights(_mt_optim_t *o, int param);
 
 // checkpoint.c
 /* Saves every parameter's master, state and step count to path (written

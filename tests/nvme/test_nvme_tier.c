@@ -23,6 +23,7 @@
 
 #include "internal.h"
 #include "nvme_store.h"
+#include "optim.h"
 #include "pager.h"
 #include "pager_internal.h"
 #include "stats.h"
@@ -558,7 +559,7 @@ Test(nvme_tier, optimizer_state_counts_in_max_host) {
   float *big = calloc((size_t)16 << 20, sizeof(float));
   cr_assert_not_null(big);
   cr_assert_eq(mt_optim_register(o, big, (size_t)16 << 20, MT_DTYPE_F32, big), -ENOMEM,
-               "128 MiB of state does not fit a 64 MiB budget");
+               "128 MiB of state does not fit a 64 MiB budget, nor twice that the NVMe tier's 256 MiB");
   cr_assert_eq(P->host_budget, b0 - 24 * MiB, "the refused registration took nothing");
   cr_assert_eq(mt_optim_step(o, -1, 1.0f), 0);
   cr_assert_eq(mt_optim_wait(o), 0);
@@ -575,5 +576,77 @@ Test(nvme_tier, optimizer_state_counts_in_max_host) {
   free(g);
   free(buf);
   free(want);
+  finish();
+}
+
+/* All-equal weights and gradients: every element ends the same, so one
+ * small optimizer in RAM is the reference for a big one on NVMe. */
+static void expect_all(const float *w, size_t n, float want) {
+  for (size_t k = 0; k < n; k += 4093)
+    cr_assert_eq(w[k], want, "element %zu: %a, the state in RAM gives %a", k, (double)w[k], (double)want);
+  cr_assert_eq(w[n - 1], want);
+}
+
+Test(nvme_tier, optimizer_state_past_max_host_goes_to_nvme) {
+  start(8, 64, NULL, 512 * MiB);
+  mt_optim_params_t hp;
+  mt_optim_defaults(&hp);
+  hp.state = MT_OPTIM_STATE_FP32;
+  hp.threads = 1;
+  mt_optim_t *o, *ref;
+  cr_assert_eq(mt_optim_create(&hp, &o), 0);
+  cr_assert_eq(mt_optim_create(&hp, &ref), 0);
+  size_t b0 = P->host_budget, n = (size_t)16 << 20; /* m and v: 128 MiB, twice the budget */
+  uint64_t on0 = mt_stat_get(optim_nvme_bytes);
+  float *big = malloc(n * 4), *g = malloc(n * 4), small[7], gs[7];
+  cr_assert(big && g);
+  for (size_t k = 0; k < n; k++) {
+    big[k] = 0.5f;
+    g[k] = 0.25f;
+  }
+  for (int k = 0; k < 7; k++) {
+    small[k] = 0.5f;
+    gs[k] = 0.25f;
+  }
+  int i = mt_optim_register(o, big, n, MT_DTYPE_F32, g);
+  cr_assert_geq(i, 0, "past MT_MAX_HOST with an NVMe tier, the state goes there");
+  cr_assert(_mt_optim_spilled(_mt_optim_of(o), i));
+  cr_assert_eq(mt_stat_get(optim_nvme_bytes) - on0, 2 * (uint64_t)n * 8, "two copies of m and v");
+  size_t staging = b0 - P->host_budget;
+  cr_assert(staging > 18 * MiB && staging <= 20 * MiB, "MT_MAX_HOST gave only the staging buffers (4 x 4.5 MiB, whole chunks): %zu bytes", staging);
+  cr_assert_geq(mt_optim_register(ref, small, 7, MT_DTYPE_F32, gs), 0);
+  cr_assert(!_mt_optim_spilled(_mt_optim_of(ref), 0), "7 elements fit in RAM");
+  for (int s = 0; s < 2; s++) {
+    cr_assert_eq(mt_optim_step(o, -1, 1.0f), 0);
+    cr_assert_eq(mt_optim_step(ref, -1, 1.0f), 0);
+    cr_assert_eq(mt_optim_wait(o), 0);
+    cr_assert_eq(mt_optim_wait(ref), 0);
+    expect_all(big, n, small[0]);
+  }
+  cr_assert_neq(small[0], 0.5f);
+  mt_optim_destroy(o);
+  mt_optim_destroy(ref);
+  cr_assert_eq(P->host_budget, b0, "the staging came back");
+  cr_assert_eq(mt_stat_get(optim_nvme_bytes), on0);
+  free(big);
+  free(g);
+  finish();
+}
+
+Test(nvme_tier, optimizer_state_past_max_host_without_nvme_is_refused) {
+  start(8, 64, "/nonexistent/mtalloc-offload", 0);
+  mt_optim_params_t hp;
+  mt_optim_defaults(&hp);
+  hp.state = MT_OPTIM_STATE_FP32;
+  hp.threads = 1;
+  mt_optim_t *o;
+  cr_assert_eq(mt_optim_create(&hp, &o), 0);
+  size_t b0 = P->host_budget, n = (size_t)16 << 20;
+  float *big = calloc(n, 4);
+  cr_assert_not_null(big);
+  cr_assert_eq(mt_optim_register(o, big, n, MT_DTYPE_F32, big), -ENOMEM, "no NVMe tier: no room");
+  cr_assert_eq(P->host_budget, b0, "the refused registration took nothing");
+  mt_optim_destroy(o);
+  free(big);
   finish();
 }
