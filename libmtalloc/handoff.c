@@ -57,6 +57,15 @@ static bool handable(mt_pager_t *p, mt_region_t *r, uint32_t si) {
   return pending;
 }
 
+/* MT_HANDOFF=auto: on once host memory is full and chunks live on NVMe.
+ * Where the link has room, evicting live data instead of waiting for the
+ * old kernel measured faster (BERT 98.0% against 93.3% of ideal, the
+ * README's prefetch table); where evictions go to the drives every byte
+ * counts (ResNet-152: 75.3% against 74.7%, 67 GB less NVMe traffic). */
+static bool handoff_on(const mt_pager_t *p) {
+  return p->handoff == 1 || (p->handoff == 0 && p->live[CH_NVME] > 0);
+}
+
 static int handed_push(mt_physpool_t *pl, mt_handle_t h) {
   if (pl->nhanded == pl->cap_handed) {
     size_t cap = pl->cap_handed ? pl->cap_handed * 2 : 64;
@@ -72,7 +81,7 @@ static int handed_push(mt_physpool_t *pl, mt_handle_t h) {
 size_t _mt_handoff(mt_pager_t *p, size_t need) {
   mt_physpool_t *pl = &p->pool;
   mt_handle_t s;
-  if (!p->handoff || p->used + need <= p->budget || p->pending == NULL || p->op_si == 0 || p->op_fresh == 0 ||
+  if (!handoff_on(p) || p->used + need <= p->budget || p->pending == NULL || p->op_si == 0 || p->op_fresh == 0 ||
       _mt_capture_active(p) ||
       !_mt_stream_recordable(p, p->op_si, &s))
     return 0;

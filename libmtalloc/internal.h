@@ -84,11 +84,12 @@ typedef enum mt_opt_type {
     "to a host copy (a stray access is slow, not fatal) and a launch larger than MT_MAX_VRAM " \
     "runs with the rest of its footprint in host memory; off: such chunks are unmapped and " \
     "such launches fail")                                                          \
-  X(HANDOFF, CHOICE, "on", 0, 0, "on|off", "",                                    \
+  X(HANDOFF, CHOICE, "auto", 0, 0, "auto|on|off", "",                              \
     "on: device memory of a buffer freed with cuMemFreeAsync (or a framework's stream-ordered " \
     "free) while a kernel still uses it goes at once, without a wait or a copy, to the next " \
-    "buffer a kernel on the same stream fills (stream order puts it after the old kernel); " \
-    "off: the pager waits for the old kernel or evicts live data instead (handoff.c)")  \
+    "buffer a kernel on the same stream fills (fewer bytes moved; handoff.c); off: the pager " \
+    "waits for the old kernel or evicts live data instead (faster where the link has room); " \
+    "auto: on while host memory is full and chunks live on NVMe")                   \
   X(TRACE, STRING, "", 0, 0, "", "path",                                           \
     "record a binary trace of allocations, launches, moves and stalls here (mt-trace reads it)")      \
   X(STATS, BOOL, "off", 0, 0, "", "",                                              \

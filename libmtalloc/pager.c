@@ -1305,7 +1305,7 @@ int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **
   if (host == 0) host = _mt_sysmem_limit() / 4 * 3; /* RAM, or the cgroup's limit when lower */
   p->host_budget = host / p->chunk * p->chunk;
   p->small_limit = cfg->small_limit;
-  p->handoff = !cfg->no_handoff;
+  p->handoff = (uint8_t)cfg->handoff;
   p->pol_ops = _mt_policy_find(cfg->policy ? cfg->policy : "nextuse");
   p->pol = p->pol_ops ? p->pol_ops->create() : NULL;
   p->rmap = _mt_rmap_new();
@@ -1380,7 +1380,7 @@ static void pager_init(void) {
     .predictor = _mt_opt_str(MT_OPT_PREDICTOR),
     .prefetch_depth = (unsigned)_mt_opt_int(MT_OPT_PREFETCH_DEPTH),
     .host_map = _mt_opt_int(MT_OPT_HOST_MAP) == 0,
-    .no_handoff = _mt_opt_int(MT_OPT_HANDOFF) == 1,
+    .handoff = (int)_mt_opt_int(MT_OPT_HANDOFF),
   };
   mt_pager_t *p;
   int rc = _mt_pager_create(d, &cfg, &p);

@@ -371,7 +371,8 @@ struct mt_pager {
   unsigned clean_head, clean_n;
   uint32_t clean_next_id, clean_done_id;
   bool prefetching;          /* the fetches being made are a prefetch's */
-  bool handoff;              /* MT_HANDOFF: freed regions' memory reused in stream order */
+  uint8_t handoff;           /* MT_HANDOFF (0 auto, 1 on, 2 off): freed regions' memory reused
+                              * in stream order */
   uint32_t op_si;            /* the stream of the launch being prepared (launch.c), 0 = none */
   size_t op_fresh;           /* bytes of its never-touched chunks not yet given memory handed
                               * from freed regions (handoff.c: only those take it) */

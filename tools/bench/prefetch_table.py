@@ -10,14 +10,15 @@ the trace, 128 GiB host, PCIe 15.754 GB/s each way, a 3.2 GB/s SSD as
 --nvme-mem 2T) and for the synth 7B and 30B models at a GPU budget of a
 quarter of their footprint (host 2T, PCIe 25 GB/s): the second iteration's
 time and percent of ideal, bytes on the PCIe link against the Belady bound,
-and prefetch coverage / accuracy / timeliness, for three configurations,
-each with --writes all and --writes aware:
+and prefetch coverage / accuracy / timeliness, for four configurations,
+each with --writes all and --writes aware (--writes picks one):
   demand + LRU          --predictor none --policy lru --handoff off
                         (the baseline: what the pager did before next-use
                         eviction and the stream-ordered handoff)
-  demand + nextuse      --predictor none (the defaults: nextuse, handoff on)
+  demand + nextuse      --predictor none (the defaults: nextuse, handoff
+                        auto, which is on once chunks live on NVMe)
   correlation + nextuse --predictor correlation
-  correlation + nextuse, no handoff   the same with --handoff off
+  correlation + nextuse, handoff on   the same with --handoff on
 --quick skips ResNet152, SENet154 and 30B (the slow ones); --only keeps
 the named workloads (BERT_Base, VIT, Inceptionv3, ResNet152, SENet154,
 7b, 30b). Prints a markdown table; the raw JSON of every replay is left
@@ -71,9 +72,9 @@ for m in ["7b", "30b"]:
 print("| workload | config | 2nd iteration | of ideal | PCIe bytes / Belady | coverage | accuracy | timeliness |")
 print("|---|---|---:|---:|---:|---:|---:|---:|")
 configs = [("demand + LRU", ["--predictor", "none", "--policy", "lru", "--handoff", "off"]),
-           ("demand + nextuse", ["--predictor", "none", "--policy", "nextuse", "--handoff", "on"]),
-           ("correlation + nextuse", ["--predictor", "correlation", "--policy", "nextuse", "--handoff", "on"]),
-           ("correlation + nextuse, no handoff", ["--predictor", "correlation", "--policy", "nextuse", "--handoff", "off"])]
+           ("demand + nextuse", ["--predictor", "none", "--policy", "nextuse", "--handoff", "auto"]),
+           ("correlation + nextuse", ["--predictor", "correlation", "--policy", "nextuse", "--handoff", "auto"]),
+           ("correlation + nextuse, handoff on", ["--predictor", "correlation", "--policy", "nextuse", "--handoff", "on"])]
 for name, t, extra in workloads:
     for label, cfg in configs:
         for writes in a.writes.split(","):

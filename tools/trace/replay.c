@@ -116,9 +116,10 @@ static void usage(FILE *f) {
           "                        the library assumes with no hints; aware: a span the\n"
           "                        trace marks read-only is made resident for reading, so\n"
           "                        its chunks stay clean and are evicted without a copy\n"
-          "  --handoff on|off      on (default, as MT_HANDOFF): memory of a tensor freed while\n"
-          "                        its last kernel is queued goes to the next fresh tensor\n"
-          "                        on that stream in stream order; off: wait or evict\n"
+          "  --handoff auto|on|off as MT_HANDOFF; on: memory of a tensor freed while its\n"
+          "                        last kernel is queued goes to the next fresh tensor on\n"
+          "                        that stream in stream order; off: wait or evict; auto\n"
+          "                        (default): on while chunks live on NVMe\n"
           "  --unmap-sync on|off   on (default, as the library runs on the CUDA driver, whose\n"
           "                        cuMemUnmap may wait for the device): unmaps are ordered\n"
           "                        after the pager's in-flight fetch copies (unmap_waits);\n"
@@ -341,7 +342,8 @@ int mt_cmd_replay(int argc, char **argv) {
   double h2d = 25e9, d2h = 25e9, nvme_rd = 3.2e9, nvme_wr = 3.2e9;
   const char *policy = "nextuse", *predictor = "none";
   unsigned depth = 8;
-  bool json = false, host_map = true, unmap_sync = true, writes_aware = false, handoff = true;
+  bool json = false, host_map = true, unmap_sync = true, writes_aware = false;
+  int handoff = 0; /* auto */
   optind = 1;
   int c;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -398,8 +400,9 @@ int mt_cmd_replay(int argc, char **argv) {
         else bad = 1;
         break;
       case 'A':
-        if (strcmp(optarg, "on") == 0) handoff = true;
-        else if (strcmp(optarg, "off") == 0) handoff = false;
+        if (strcmp(optarg, "auto") == 0) handoff = 0;
+        else if (strcmp(optarg, "on") == 0) handoff = 1;
+        else if (strcmp(optarg, "off") == 0) handoff = 2;
         else bad = 1;
         break;
       case 'U':
@@ -456,7 +459,7 @@ int mt_cmd_replay(int argc, char **argv) {
   _mt_nvme_cfg_t nvc = {.simulate = true, .max_bytes = nvme_mem};
   mt_pager_config_t pc = {.budget = gpu, .host_budget = host, .chunk = chunk,
                           .small_limit = (size_t)1 << 20, .policy = policy, .host_map = host_map,
-                          .no_handoff = !handoff,
+                          .handoff = handoff,
                           .nvme = nvme_mem ? &nvc : NULL, .predictor = predictor,
                           .prefetch_depth = depth};
   int rc = r.dev ? _mt_pager_create(r.dev, &pc, &r.p) : -ENOMEM;
@@ -635,7 +638,7 @@ done:
     hostopt_totals(r.ho, &ht);
     if (json) {
       printf("{\"trace\":\"%s\",\"gpu_mem\":%" PRIu64 ",\"host_mem\":%" PRIu64 ",\"h2d_bw\":%.0f,\"d2h_bw\":%.0f,"
-             "\"policy\":\"%s\",\"handoff\":%s,\"predictor\":\"%s\",\"prefetch_depth\":%u,\"writes\":\"%s\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
+             "\"policy\":\"%s\",\"handoff\":\"%s\",\"predictor\":\"%s\",\"prefetch_depth\":%u,\"writes\":\"%s\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
              "\"stall_s\":%.6f,\"bytes_h2d\":%" PRIu64 ",\"bytes_d2h\":%" PRIu64 ",\"nvme_mem\":%" PRIu64 ","
              "\"nvme_read_bw\":%.0f,\"nvme_write_bw\":%.0f,\"bytes_nvme_read\":%" PRIu64 ","
              "\"bytes_nvme_write\":%" PRIu64 ",\"nvme_spills\":%llu,\"nvme_loads\":%llu,\"nvme_drops\":%llu,\"fetches\":%llu,\"evictions_dirty\":%llu,\"evictions_clean\":%llu,"
@@ -643,7 +646,7 @@ done:
              "\"launches\":%" PRIu64 ",\"launches_host_mapped\":%" PRIu64 ",\"host_mapped_bytes\":%" PRIu64 ","
              "\"iterations\":%" PRIu64 ",\"prefetches\":%llu,\"write_behind\":%llu,\"write_behind_used\":%llu,\"coverage\":%s,\"accuracy\":%s,"
              "\"timeliness\":%s,\"stream_wait_s\":%.6f,\"replay_wall_s\":%.3f,\"replay_max_rss_bytes\":%" PRIu64 ",",
-             path, (uint64_t)r.p->budget, (uint64_t)r.p->host_budget, h2d, d2h, policy, handoff ? "true" : "false",
+             path, (uint64_t)r.p->budget, (uint64_t)r.p->host_budget, h2d, d2h, policy, handoff == 0 ? "auto" : handoff == 1 ? "on" : "off",
              predictor, depth,
              writes_aware ? "aware" : "all", sim_s, ideal_s, pct,
              stall_s, t.bytes_h2d, t.bytes_d2h, nvme_mem, nvme_rd, nvme_wr, t.bytes_nvme_read, t.bytes_nvme_write,
