@@ -350,6 +350,13 @@ static int host_spill(mt_pager_t *p, size_t need) {
   return 0;
 }
 
+int _mt_host_spill(mt_pager_t *p, size_t need) {
+  /* quietly nothing when no chunk may move (host_spill would say so as an
+   * error: a caller that only wants room ahead has nothing to report) */
+  if (p->nv == NULL || p->pol_ops->victim(p->nv->hpol, host_eligible, p) == NULL) return -ENOMEM;
+  return host_spill(p, need);
+}
+
 /* Frees device memory until `need` more bytes fit in the budget. Chunks of
  * regions in the current epoch (the operation being prepared) are never
  * chosen; with may_wait false, neither are chunks that work in flight
@@ -776,6 +783,7 @@ int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len
   if (_mt_region_hot(p, r, write)) return 0;
   if (addr == r->addr && len >= r->size) r->touched = p->epoch;
   size_t first = (addr - r->addr) / p->chunk, last = (addr + len - 1 - r->addr) / p->chunk;
+  if (r->nra > 0) _mt_ra_claim(p, r, first, last); /* reads ahead in flight: done before they are fetched */
   uint64_t t0 = 0;
   int rc = 0;
   for (size_t i = first; i <= last && rc == 0;) {
@@ -1320,6 +1328,7 @@ int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_fetch);
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_evict);
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_h2d);
+  p->ra_depth = cfg->readahead_depth;
   if (rc == 0 && (rc = _mt_prefetch_open(p, cfg->predictor, cfg->prefetch_depth)) == -EINVAL) {
     mt_error("MT_PREDICTOR=\"%s\" is not a predictor; prefetching is off", cfg->predictor);
     rc = 0;
@@ -1354,6 +1363,7 @@ static void pager_init(void) {
     .policy = _mt_opt_str(MT_OPT_POLICY),
     .predictor = _mt_opt_str(MT_OPT_PREDICTOR),
     .prefetch_depth = (unsigned)_mt_opt_int(MT_OPT_PREFETCH_DEPTH),
+    .readahead_depth = (unsigned)_mt_opt_int(MT_OPT_READAHEAD_DEPTH),
     .host_map = _mt_opt_int(MT_OPT_HOST_MAP) == 0,
   };
   mt_pager_t *p;

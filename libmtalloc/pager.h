@@ -41,6 +41,7 @@ typedef struct mt_pager_config {
   const struct _mt_nvme_cfg *nvme; /* the NVMe tier (MT_OFFLOAD_DIR...); NULL: none */
   const char *predictor; /* MT_PREDICTOR; NULL = none */
   unsigned prefetch_depth; /* MT_PREFETCH_DEPTH */
+  unsigned readahead_depth; /* MT_READAHEAD_DEPTH */
 } mt_pager_config_t;
 struct mt_pager;
 int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, struct mt_pager **out);
