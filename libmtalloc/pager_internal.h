@@ -182,6 +182,11 @@ struct mt_predictor;
 /* After a launch's prefetch: completes the reads that are done, then reads
  * ahead for the predicted launches beyond (current launch identity id). */
 void _mt_ra_launch(struct mt_pager *p, const struct mt_predictor_ops *ops, struct mt_predictor *pred, uint64_t id);
+/* Starts reads of r's NVME chunks (none of r is spilled for them). false
+ * when it ran out of room or read slots (stop reading ahead for now). */
+bool _mt_ra_region(struct mt_pager *p, struct mt_region *r);
+/* Completes the reads that are done, without waiting. */
+void _mt_ra_poll(struct mt_pager *p);
 /* Chunks [first, last] of r are about to be fetched: a read-ahead in flight
  * for one of them is waited for (that read only) and completed into a host
  * copy, or dropped when it failed (the chunk stays NVME: the demand read

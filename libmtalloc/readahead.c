@@ -86,7 +86,7 @@ static mt_readahead_t *ra_open(mt_pager_t *p) {
   if (cap < 2) cap = 2;
   if (cap > RA_INFLIGHT_MAX) cap = RA_INFLIGHT_MAX;
   ra->cap = (unsigned)cap;
-  ra->depth = p->ra_depth;
+  ra->depth = p->ra_depth ? p->ra_depth : 1; /* tests read ahead by region with depth 0 */
   ra->reads = calloc(cap, sizeof(*ra->reads));
   ra->out = calloc(ra->depth, sizeof(*ra->out));
   ra->win = calloc(RA_WINDOW_MAX, sizeof(*ra->win));
@@ -148,6 +148,12 @@ static void drop(mt_pager_t *p, ra_read_t *e) {
 static void complete(mt_pager_t *p, ra_read_t *e) {
   mt_chunk_t *c = e->c;
   if (e->op.result < 0 || c->region->freed) {
+    if (e->op.result < 0) {
+      /* the demand read meets the same chunk again and reports what it finds */
+      mt_stat_add(nvme_errors, 1);
+      mt_debug("nvme: read-ahead of chunk %u of the region at %#lx failed (%s); dropped", c->index,
+               (unsigned long)c->region->addr, strerror(-e->op.result));
+    }
     drop(p, e);
     return;
   }
@@ -165,10 +171,9 @@ static void complete(mt_pager_t *p, ra_read_t *e) {
   entry_free(p->ra, e);
 }
 
-/* Completes every read that is done, without waiting. */
-static void poll_reads(mt_pager_t *p) {
+void _mt_ra_poll(mt_pager_t *p) {
   mt_readahead_t *ra = p->ra;
-  if (ra->inflight == 0) return;
+  if (ra == NULL || ra->inflight == 0) return;
   if (!p->nv->simulated) (void)_mt_nvme_poll(p->nv->store, 0, 0);
   /* entries stay where they are; completing one only moves the head */
   unsigned start = ra->head, count = ra->n;
@@ -259,7 +264,7 @@ void _mt_ra_launch(mt_pager_t *p, const mt_predictor_ops_t *ops, mt_predictor_t 
   if (p->nv == NULL || p->ra_depth == 0 || p->host_mapped || _mt_capture_active(p)) return;
   if (p->ra == NULL && (p->ra = ra_open(p)) == NULL) return;
   mt_readahead_t *ra = p->ra;
-  poll_reads(p);
+  _mt_ra_poll(p);
   size_t np = ops->predict(pred, ra->out, ra->depth);
   /* 1. the window, nearest launch first, each region once; all of it is
    * marked before any room is made, so that no spill takes a chunk the
@@ -276,18 +281,24 @@ void _mt_ra_launch(mt_pager_t *p, const mt_predictor_ops_t *ops, mt_predictor_t 
     }
   }
   /* 2. reads of their NVME chunks, nearest first, while room and ring last */
-  for (size_t i = 0; i < nwin; i++) {
-    mt_region_t *r = ra->win[i];
-    if (r->ndevice == r->nchunks || r->hostuse) continue;
-    for (uint32_t k = 0; k < r->nchunks; k++) {
-      mt_chunk_t *c = &r->chunks[k];
-      if (c->state != CH_NVME) continue;
-      if (c->ra == MT_RA_READY) { /* stale: it went back to NVMe unused */
-        c->ra = 0;
-        r->nra--;
-      }
-      if (c->ra != 0) continue; /* in flight already */
-      if (!issue(p, c)) return;
+  for (size_t i = 0; i < nwin; i++)
+    if (!_mt_ra_region(p, ra->win[i])) break;
+}
+
+bool _mt_ra_region(mt_pager_t *p, mt_region_t *r) {
+  if (p->nv == NULL || p->host_mapped || _mt_capture_active(p)) return false;
+  if (p->ra == NULL && (p->ra = ra_open(p)) == NULL) return false;
+  if (r->freed || r->kind == REG_SMALL || r->ndevice == r->nchunks || r->hostuse) return true;
+  r->epoch = p->epoch; /* its own HOST chunks are not spilled for it */
+  for (uint32_t k = 0; k < r->nchunks; k++) {
+    mt_chunk_t *c = &r->chunks[k];
+    if (c->state != CH_NVME) continue;
+    if (c->ra == MT_RA_READY) { /* stale: it went back to NVMe unused */
+      c->ra = 0;
+      r->nra--;
     }
+    if (c->ra != 0) continue; /* in flight already */
+    if (!issue(p, c)) return false;
   }
+  return true;
 }
