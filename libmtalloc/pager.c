@@ -102,7 +102,9 @@ static void live_publish(mt_pager_t *p) {
  * host copy for a never-touched chunk) is traced as a move from no tier,
  * so that a trace's residency is the pager's (tests/e2e/trace_check.py). */
 void _mt_live_move(mt_pager_t *p, mt_chunk_t *c, int from, int to, bool trace_it) {
-  if (c->region->freed || from == to) return;
+  if (from == to) return;
+  c->region->nnvme += (to == CH_NVME) - (from == CH_NVME);
+  if (c->region->freed) return;
   uint64_t b = _mt_chunk_data(p, c);
   if (from != CH_NONE) p->live[from] -= b;
   if (to != CH_NONE) p->live[to] += b;
@@ -129,7 +131,7 @@ void _mt_resident_changed(mt_pager_t *p) {
 void _mt_check_region(const mt_pager_t *p, const mt_region_t *r) {
 #if MT_CHECK_INVARIANTS
   if (r->kind == REG_SMALL) return;
-  uint32_t ndev = 0, nclean = 0, nwb = 0;
+  uint32_t ndev = 0, nclean = 0, nwb = 0, nnvme = 0;
   for (uint32_t i = 0; i < r->nchunks; i++) {
     const mt_chunk_t *c = &r->chunks[i];
     mt_assert(c->state <= CH_NVME);
@@ -146,8 +148,9 @@ void _mt_check_region(const mt_pager_t *p, const mt_region_t *r) {
     mt_assert(!c->retained || (c->state == CH_DEVICE && c->host_addr != 0));
     mt_assert(c->clean_batch == 0 || (c->state == CH_DEVICE && c->dirty));
     nwb += c->clean_batch != 0;
+    nnvme += c->state == CH_NVME;
   }
-  mt_assert(ndev == r->ndevice && nclean == r->nclean && nwb == r->nwb);
+  mt_assert(ndev == r->ndevice && nclean == r->nclean && nwb == r->nwb && nnvme == r->nnvme);
 #else
   (void)p, (void)r;
 #endif

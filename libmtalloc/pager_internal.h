@@ -293,6 +293,8 @@ typedef struct mt_region {
                               * done. Its chunks never move again (no copy of dead data) and
                               * have left the live tier counts */
   uint64_t ra_epoch;         /* readahead.c: == pager epoch: in this launch's read-ahead window */
+  uint32_t nnvme;            /* chunks NVME (kept by _mt_live_move): read-ahead skips regions
+                              * with none */
   uint32_t nra;              /* readahead.c: chunks with ra != 0 (upper bound: a stale
                               * MT_RA_READY still counts): keeps the check off the fast path */
   uint32_t nchunks;

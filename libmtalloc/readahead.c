@@ -288,7 +288,7 @@ void _mt_ra_launch(mt_pager_t *p, const mt_predictor_ops_t *ops, mt_predictor_t 
 bool _mt_ra_region(mt_pager_t *p, mt_region_t *r) {
   if (p->nv == NULL || p->host_mapped || _mt_capture_active(p)) return false;
   if (p->ra == NULL && (p->ra = ra_open(p)) == NULL) return false;
-  if (r->freed || r->kind == REG_SMALL || r->ndevice == r->nchunks || r->hostuse) return true;
+  if (r->freed || r->kind == REG_SMALL || r->nnvme == 0 || r->hostuse) return true;
   r->epoch = p->epoch; /* its own HOST chunks are not spilled for it */
   for (uint32_t k = 0; k < r->nchunks; k++) {
     mt_chunk_t *c = &r->chunks[k];

@@ -108,7 +108,7 @@ static void usage(FILE *f) {
           "  --prefetch-depth N    predicted launches to prefetch for (default 8)\n"
           "  --readahead-depth N   with a predictor and --nvme-mem: predicted launches to read\n"
           "                        NVMe chunks into host memory for, asynchronously\n"
-          "                        (readahead.c; default 64 as MT_READAHEAD_DEPTH, 0 = none)\n"
+          "                        (readahead.c; default 1024 as MT_READAHEAD_DEPTH, 0 = none)\n"
           "  --iterations N        replay only the first N iterations\n"
           "  --chunk SIZE          paging unit (default: the trace's, else 2M)\n"
           "  --host-map on|off     on (default, as MT_HOST_MAP=auto with host mappings): a\n"
@@ -344,7 +344,7 @@ int mt_cmd_replay(int argc, char **argv) {
   double opt_rate = 10;
   double h2d = 25e9, d2h = 25e9, nvme_rd = 3.2e9, nvme_wr = 3.2e9;
   const char *policy = "lru", *predictor = "none";
-  unsigned depth = 8, ra_depth = 64;
+  unsigned depth = 8, ra_depth = 1024;
   bool json = false, host_map = true, unmap_sync = true, writes_aware = false;
   optind = 1;
   int c;
