@@ -193,7 +193,7 @@ if ra.returncode == 0 and ra0.returncode == 0:
     # that waited for a read-ahead) falls. The replay as a whole need not be
     # faster: with 64 MiB of host memory the read-ahead's host copies push
     # out others (more dirty evictions) and this trace's third iteration
-    # takes 0.73 s against 0.66 s without it (README, read-ahead).
+    # takes 0.72 s against 0.66 s without it (README, read-ahead).
     check(a["nvme_read_wait_s"] + a["readahead_wait_s"] < a0["nvme_read_wait_s"],
           "the host waits less for NVMe reads (%g + %g < %g s)"
           % (a["nvme_read_wait_s"], a["readahead_wait_s"], a0["nvme_read_wait_s"]))
