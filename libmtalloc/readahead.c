@@ -265,6 +265,7 @@ void _mt_ra_launch(mt_pager_t *p, const mt_predictor_ops_t *ops, mt_predictor_t 
   if (p->ra == NULL && (p->ra = ra_open(p)) == NULL) return;
   mt_readahead_t *ra = p->ra;
   _mt_ra_poll(p);
+  if (p->live[CH_NVME] == 0) return; /* nothing on NVMe: no walk (it costs a deep prediction) */
   size_t np = ops->predict(pred, ra->out, ra->depth);
   /* 1. the window, nearest launch first, each region once; all of it is
    * marked before any room is made, so that no spill takes a chunk the
