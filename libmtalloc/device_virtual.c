@@ -16,9 +16,15 @@
  * reaches in host memory cross the host-to-device link while it runs, so
  * the kernel takes bytes / h2d bandwidth longer and holds that link.
  *
- * NVMe (tier_nvme.c): the pager's NVMe transfers are synchronous (the host
- * waits for them, under its lock), so each costs the host bytes / the
- * drive's read or write bandwidth, queued on one drive link.
+ * NVMe (tier_nvme.c): one drive link, on which every transfer queues in
+ * issue order and takes copy latency + bytes / the drive's read or write
+ * bandwidth. A synchronous transfer (spills, demand reads: the host waits
+ * for them under its lock) is charged to the host: it starts when the host
+ * and the drive are both free and the host goes on when it ends. An
+ * asynchronous read (the read-ahead, readahead.c; nvme_issue) occupies the
+ * drive from max(issue time, drive busy-until) for the same duration and
+ * charges the host nothing; the host waits for it (nvme_wait, a stall)
+ * only when a fetch needs its chunk before that completion time.
  *
  * Threading: none; replay is single-threaded.
  */
@@ -230,10 +236,36 @@ static void vd_nvme_io(mt_device_t *d, bool write, size_t bytes) {
   uint64_t end = start + v->cfg.copy_latency_ns + (uint64_t)((double)bytes / bw * 1e9);
   v->link_ns[2] = end;
   v->t.host_wait_ns += end - v->host_ns;
+  if (write) v->t.nvme_write_wait_ns += end - v->host_ns;
+  else v->t.nvme_read_wait_ns += end - v->host_ns;
   v->host_ns = end;
   seen(v, end);
   if (write) v->t.bytes_nvme_write += bytes;
   else v->t.bytes_nvme_read += bytes;
+}
+
+/* An asynchronous read (readahead.c): on the drive link, not on the host. */
+static uint64_t vd_nvme_issue(mt_device_t *d, size_t bytes) {
+  vdev_t *v = V(d);
+  double bw = v->cfg.nvme_read_bw > 0 ? v->cfg.nvme_read_bw : 3.2e9;
+  uint64_t start = v->link_ns[2] > v->host_ns ? v->link_ns[2] : v->host_ns;
+  uint64_t end = start + v->cfg.copy_latency_ns + (uint64_t)((double)bytes / bw * 1e9);
+  v->link_ns[2] = end;
+  v->t.bytes_nvme_read += bytes;
+  return end;
+}
+
+static int vd_nvme_done(mt_device_t *d, uint64_t t) {
+  return t <= V(d)->host_ns;
+}
+
+static void vd_nvme_wait(mt_device_t *d, uint64_t t) {
+  vdev_t *v = V(d);
+  if (t <= v->host_ns) return;
+  v->t.host_wait_ns += t - v->host_ns;
+  v->t.nvme_async_wait_ns += t - v->host_ns;
+  v->host_ns = t;
+  seen(v, t);
 }
 
 uint64_t _mt_vdev_nvme_async(mt_device_t *d, bool write, uint64_t bytes, uint64_t not_before) {
@@ -279,6 +311,9 @@ static const mt_device_ops_t vdev_ops = {
   .stream_capturing = vd_stream_capturing,
   .kernel_host_bytes = vd_kernel_host_bytes,
   .nvme_io = vd_nvme_io,
+  .nvme_issue = vd_nvme_issue,
+  .nvme_done = vd_nvme_done,
+  .nvme_wait = vd_nvme_wait,
 };
 
 mt_device_t *_mt_vdev_new(const mt_vdev_config_t *cfg) {

@@ -104,7 +104,9 @@ static void live_publish(mt_pager_t *p) {
  * host copy for a never-touched chunk) is traced as a move from no tier,
  * so that a trace's residency is the pager's (tests/e2e/trace_check.py). */
 void _mt_live_move(mt_pager_t *p, mt_chunk_t *c, int from, int to, bool trace_it) {
-  if (c->region->freed || from == to) return;
+  if (from == to) return;
+  c->region->nnvme += (to == CH_NVME) - (from == CH_NVME);
+  if (c->region->freed) return;
   uint64_t b = _mt_chunk_data(p, c);
   if (from != CH_NONE) p->live[from] -= b;
   if (to != CH_NONE) p->live[to] += b;
@@ -131,7 +133,7 @@ void _mt_resident_changed(mt_pager_t *p) {
 void _mt_check_region(const mt_pager_t *p, const mt_region_t *r) {
 #if MT_CHECK_INVARIANTS
   if (r->kind == REG_SMALL) return;
-  uint32_t ndev = 0, nclean = 0, nwb = 0;
+  uint32_t ndev = 0, nclean = 0, nwb = 0, nnvme = 0;
   for (uint32_t i = 0; i < r->nchunks; i++) {
     const mt_chunk_t *c = &r->chunks[i];
     mt_assert(c->state <= CH_NVME);
@@ -149,8 +151,9 @@ void _mt_check_region(const mt_pager_t *p, const mt_region_t *r) {
     mt_assert(!c->retained || (c->state == CH_DEVICE && c->host_addr != 0));
     mt_assert(c->clean_batch == 0 || (c->state == CH_DEVICE && c->dirty));
     nwb += c->clean_batch != 0;
+    nnvme += c->state == CH_NVME;
   }
-  mt_assert(ndev == r->ndevice && nclean == r->nclean && nwb == r->nwb);
+  mt_assert(ndev == r->ndevice && nclean == r->nclean && nwb == r->nwb && nnvme == r->nnvme);
 #else
   (void)p, (void)r;
 #endif
@@ -351,6 +354,13 @@ static int host_spill(mt_pager_t *p, size_t need) {
   _mt_pool_check(p);
   if (moved == 0) return rc < 0 ? rc : -ENOMEM;
   return 0;
+}
+
+int _mt_host_spill(mt_pager_t *p, size_t need) {
+  /* quietly nothing when no chunk may move (host_spill would say so as an
+   * error: a caller that only wants room ahead has nothing to report) */
+  if (p->nv == NULL || p->pol_ops->victim(p->nv->hpol, host_eligible, p) == NULL) return -ENOMEM;
+  return host_spill(p, need);
 }
 
 /* Frees device memory until `need` more bytes fit in the budget. Chunks of
@@ -785,6 +795,7 @@ int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len
   if (_mt_region_hot(p, r, write)) return 0;
   if (addr == r->addr && len >= r->size) r->touched = p->epoch;
   size_t first = (addr - r->addr) / p->chunk, last = (addr + len - 1 - r->addr) / p->chunk;
+  if (r->nra > 0) _mt_ra_claim(p, r, first, last); /* reads ahead in flight: done before they are fetched */
   uint64_t t0 = 0;
   int rc = 0;
   for (size_t i = first; i <= last && rc == 0;) {
@@ -1345,6 +1356,7 @@ int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_fetch);
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_evict);
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_h2d);
+  p->ra_depth = cfg->readahead_depth;
   if (rc == 0 && (rc = _mt_prefetch_open(p, cfg->predictor, cfg->prefetch_depth)) == -EINVAL) {
     mt_error("MT_PREDICTOR=\"%s\" is not a predictor; prefetching is off", cfg->predictor);
     rc = 0;
@@ -1379,6 +1391,7 @@ static void pager_init(void) {
     .policy = _mt_opt_str(MT_OPT_POLICY),
     .predictor = _mt_opt_str(MT_OPT_PREDICTOR),
     .prefetch_depth = (unsigned)_mt_opt_int(MT_OPT_PREFETCH_DEPTH),
+    .readahead_depth = (unsigned)_mt_opt_int(MT_OPT_READAHEAD_DEPTH),
     .host_map = _mt_opt_int(MT_OPT_HOST_MAP) == 0,
     .handoff = (int)_mt_opt_int(MT_OPT_HANDOFF),
   };

@@ -98,6 +98,9 @@ void _mt_h2d_marked(mt_pager_t *p, mt_handle_t e);
  * non-blocking query at most), 1 after the host waited for them (counted
  * in unmap_waits when count), <0 error. Not during a capture. */
 int _mt_h2d_drain(mt_pager_t *p, bool count);
+/* True when no fetch copy is deferred or in flight, asked without
+ * waiting (one query at most). */
+bool _mt_h2d_idle(mt_pager_t *p);
 /* Call before a batch of unmaps or a set_access (cuda.h marks both
  * synchronous): orders them after the fetch copies in flight, waiting
  * only when they are not done. 0 or -errno. */
@@ -193,6 +196,31 @@ int _mt_prefetch_wait(struct mt_pager *p, struct mt_region *r, mt_handle_t s);
 /* r is freed or destroyed: forget its key and event. */
 void _mt_prefetch_forget(struct mt_pager *p, struct mt_region *r);
 
+/* Key -> live region (NULL: unknown or gone), for readahead.c. */
+struct mt_region *_mt_prefetch_region(struct mt_pager *p, uint64_t key);
+
+/* ---- readahead.c -------------------------------------------------------------
+ * NVMe -> host reads ahead of the GPU prefetch window (see readahead.c). */
+struct mt_predictor_ops;
+struct mt_predictor;
+/* After a launch's prefetch: completes the reads that are done, then reads
+ * ahead for the predicted launches beyond (current launch identity id). */
+void _mt_ra_launch(struct mt_pager *p, const struct mt_predictor_ops *ops, struct mt_predictor *pred, uint64_t id);
+/* Starts reads of r's NVME chunks (none of r is spilled for them). false
+ * when it ran out of room or read slots (stop reading ahead for now). */
+bool _mt_ra_region(struct mt_pager *p, struct mt_region *r);
+/* Completes the reads that are done, without waiting. */
+void _mt_ra_poll(struct mt_pager *p);
+/* Chunks [first, last] of r are about to be fetched: a read-ahead in flight
+ * for one of them is waited for (that read only) and completed into a host
+ * copy, or dropped when it failed (the chunk stays NVME: the demand read
+ * meets the error as before); read-ahead chunks found HOST count as used. */
+void _mt_ra_claim(struct mt_pager *p, struct mt_region *r, size_t first, size_t last);
+/* c (NVME) has a read-ahead in flight: waits for it and throws it away
+ * (its host slot back to the pool). Before its NVMe copy is read another
+ * way or dropped (tier_nvme.c). */
+void _mt_ra_cancel(struct mt_pager *p, mt_chunk_t *c);
+
 /* ---- streams.c -----------------------------------------------------------
  * A hold says "stream s will use this region until its operation number
  * seq has completed". Operation numbers are the pager's own count of the
@@ -254,7 +282,11 @@ typedef struct mt_chunk {
   struct mt_chunk *rprev, *rnext; /* retained list */
   _mt_nvme_chunk_t *nv;      /* NVMe pages: NVME (the only copy), or DEVICE and clean
                               * (a valid copy, dropped without a write); else NULL */
+  uint32_t ra;               /* readahead.c: NVME: 1 + its read-ahead's slot, read in flight;
+                              * MT_RA_READY: HOST, read ahead and not used since; 0 = none
+                              * (a stale MT_RA_READY on a chunk no longer HOST means none) */
 } mt_chunk_t;
+#define MT_RA_READY UINT32_MAX
 
 enum { REG_PAGED = 0, REG_SMALL = 1 };
 
@@ -293,6 +325,11 @@ typedef struct mt_region {
   bool freed;                /* the application freed it; destroyed once its stream work is
                               * done. Its chunks never move again (no copy of dead data) and
                               * have left the live tier counts */
+  uint64_t ra_epoch;         /* readahead.c: == pager epoch: in this launch's read-ahead window */
+  uint32_t nnvme;            /* chunks NVME (kept by _mt_live_move): read-ahead skips regions
+                              * with none */
+  uint32_t nra;              /* readahead.c: chunks with ra != 0 (upper bound: a stale
+                              * MT_RA_READY still counts): keeps the check off the fast path */
   uint32_t nchunks;
   mt_chunk_t chunks[];       /* REG_PAGED */
 } mt_region_t;
@@ -365,6 +402,8 @@ struct mt_pager {
   struct mt_nvtier *nv;      /* tier_nvme.c; NULL: no NVMe tier */
   struct mt_prefetch *pf;    /* prefetch.c; NULL: demand fetching only */
   uint64_t clock;            /* prefetch.c: launches seen, the unit of next-use dues */
+  struct mt_readahead *ra;   /* readahead.c; NULL: none yet (made at the first launch) */
+  unsigned ra_depth;         /* MT_READAHEAD_DEPTH; 0: no read-ahead */
   /* write-behind (pager.c): batches of copies that clean dirty chunks ahead
    * of their eviction, oldest first; ids grow, done_id: all up to it done */
   struct mt_clean_batch { uint32_t id; mt_handle_t ev; } clean_ring[8]; /* MT_CLEAN_RING */
@@ -405,6 +444,11 @@ bool _mt_region_held(mt_pager_t *p, mt_region_t *r, bool wait);
  * to NVMe. 0 when the room is there, -ENOMEM when not (a failed spill said
  * why), or a copy stream's error. */
 int _mt_host_room(mt_pager_t *p, size_t bytes, bool spill);
+/* Moves at least `need` HOST chunks (a batch at least) to NVMe, chosen by
+ * the host tier's policy among those the operation being prepared does not
+ * use (a chunk whose NVMe copy is valid costs no write). 0, or -errno when
+ * none moved. */
+int _mt_host_spill(mt_pager_t *p, size_t need);
 /* A host copy for c (contents undefined); spill: host chunks may go to
  * NVMe to make room. 0 or -ENOMEM. */
 int _mt_host_get_ex(mt_pager_t *p, mt_chunk_t *c, bool spill);

@@ -49,6 +49,9 @@
   X(prefetches)            \
   X(prefetch_used)         \
   X(prefetch_late)         \
+  X(readahead)             \
+  X(readahead_used)        \
+  X(readahead_late)        \
   X(host_write_bytes)      \
   X(write_behind)          \
   X(write_behind_used)     \

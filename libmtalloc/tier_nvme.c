@@ -25,10 +25,13 @@
  * caller has not issued its copy yet); LOADED (copy deferred, not issued);
  * INFLIGHT (issued, its event recorded).
  *
- * Every transfer is synchronous under the pager lock, with the store's
- * bounded waits: simple and correct first; overlap belongs to the prefetch
- * scheduler. On the virtual clock (mt-trace replay) the store is simulated
- * and the device's nvme_io charges each transfer's time to the host.
+ * Every transfer here is synchronous under the pager lock, with the store's
+ * bounded waits: simple and correct first. The overlap is readahead.c's:
+ * asynchronous reads into host copies ahead of the prefetch window; a chunk
+ * with one in flight stays NVME, and every path here that reads or drops
+ * its NVMe copy cancels that read first. On the virtual clock (mt-trace
+ * replay) the store is simulated and the device's nvme_io charges each
+ * synchronous transfer's time to the host.
  *
  * Threading: under the pager lock.
  */
@@ -196,9 +199,17 @@ void _mt_nv_flushed(mt_pager_t *p) {
   }
 }
 
+static bool ra_inflight(const mt_chunk_t *c) {
+  return c->ra != 0 && c->ra != MT_RA_READY;
+}
+
 void _mt_nv_drop(mt_pager_t *p, mt_chunk_t *c) {
   if (c->nv == NULL) return;
-  /* every transfer is waited for under the lock: never busy here */
+  /* a read-ahead still reading it is waited for and thrown away first
+   * (readahead.c): its bytes must not land in a host slot given to
+   * someone else, nor the pages be reused under it */
+  if (ra_inflight(c)) _mt_ra_cancel(p, c);
+  /* every other transfer is waited for under the lock: never busy here */
   int rc = _mt_nvme_chunk_free(p->nv->store, c->nv);
   mt_assert(rc == 0);
   c->nv = NULL;
@@ -295,6 +306,7 @@ int _mt_nv_write(mt_pager_t *p, mt_chunk_t **cs, int n, bool *ok) {
 
 int _mt_nv_read_slot(mt_pager_t *p, mt_chunk_t *c) {
   mt_nvtier_t *t = p->nv;
+  if (ra_inflight(c)) _mt_ra_cancel(p, c); /* a fetch claims it first (_mt_ra_claim); else read again */
   int i = slot_get(p);
   if (i < 0) return i;
   t->slots[i].state = NV_SLOT_BUSY;
@@ -315,6 +327,7 @@ int _mt_nv_read_slot(mt_pager_t *p, mt_chunk_t *c) {
 
 int _mt_nv_read_host(mt_pager_t *p, mt_chunk_t *c) {
   mt_nvtier_t *t = p->nv;
+  if (ra_inflight(c)) _mt_ra_cancel(p, c);
   if (!p->host_mapped || t->simulated) {
     uint64_t t0 = _mt_trace_on() ? _mt_trace_now() : 0;
     _mt_nvme_op_t op = {0};

@@ -76,6 +76,19 @@ int _mt_h2d_drain(mt_pager_t *p, bool count) {
   return rc;
 }
 
+bool _mt_h2d_idle(mt_pager_t *p) {
+  if (p->ndefer > 0) return false;
+  if (!p->h2d_unsynced) return true;
+  if (p->h2d_mark == 0) {
+    if (p->dev->ops->event_record(p->dev, p->ev_h2d, p->h2d) < 0) return false;
+    p->h2d_mark = p->ev_h2d;
+  }
+  if (p->dev->ops->event_query(p->dev, p->h2d_mark) != 1) return false;
+  p->h2d_unsynced = false;
+  p->h2d_mark = 0;
+  return true;
+}
+
 int _mt_unmap_fence(mt_pager_t *p) {
   /* A device whose unmaps never wait (replay's --unmap-sync off) needs no
    * order: the unmap cannot stall behind the copies. */

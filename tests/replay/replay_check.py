@@ -189,6 +189,32 @@ if pf.returncode == 0:
     d0 = run("replay", trace, "--gpu-mem", "64M", "--host-mem", "1G", "--pcie-bw", "1G", "--predictor", "correlation",
              "--prefetch-depth", "0", "--json")
     check(d0.returncode == 0 and json.loads(d0.stdout)["prefetches"] == 0, "--prefetch-depth 0 prefetches nothing")
+# Read-ahead (readahead.c): with a predictor and the NVMe tier, chunks are
+# read from the drive into host memory ahead of their fetch, on the drive's
+# time, not the host's; every read is a whole chunk, counted once.
+ra_args = ("--gpu-mem", "64M", "--host-mem", "64M", "--nvme-mem", "1G", "--pcie-bw", "1G", "--predictor",
+           "correlation", "--json")
+ra = run("replay", trace, *ra_args)
+ra0 = run("replay", trace, *ra_args, "--readahead-depth", "0")
+check(ra.returncode == 0 and ra0.returncode == 0, "replay with read-ahead: " + ra.stderr.strip() + ra0.stderr.strip())
+if ra.returncode == 0 and ra0.returncode == 0:
+    a, a0 = json.loads(ra.stdout), json.loads(ra0.stdout)
+    chunk = 2 * 1024 * 1024
+    check(a0["readahead"] == 0 and a0["readahead_wait_s"] == 0, "--readahead-depth 0 reads nothing ahead")
+    check(a["readahead"] > 0 and 0 < a["readahead_used"] <= a["readahead"] and
+          a["readahead_late"] <= a["readahead_used"],
+          "chunks read ahead and used (%d, %d used, %d late)" % (a["readahead"], a["readahead_used"], a["readahead_late"]))
+    check(a["bytes_nvme_read"] == (a["nvme_loads"] + a["readahead"]) * chunk,
+          "NVMe reads are the demand loads plus the read-ahead, whole chunks (%d bytes, %d loads, %d ahead)"
+          % (a["bytes_nvme_read"], a["nvme_loads"], a["readahead"]))
+    # The time the host waits for NVMe reads (synchronous ones, and fetches
+    # that waited for a read-ahead) falls. The replay as a whole need not be
+    # faster: with 64 MiB of host memory the read-ahead's host copies push
+    # out others (more dirty evictions) and this trace's third iteration
+    # takes 0.72 s against 0.66 s without it (README, read-ahead).
+    check(a["nvme_read_wait_s"] + a["readahead_wait_s"] < a0["nvme_read_wait_s"],
+          "the host waits less for NVMe reads (%g + %g < %g s)"
+          % (a["nvme_read_wait_s"], a["readahead_wait_s"], a0["nvme_read_wait_s"]))
 small_nv = run("replay", trace, "--gpu-mem", "64M", "--host-mem", "64M", "--nvme-mem", "8M")
 check(small_nv.returncode == 1, "an NVMe tier too small for the model: exit 1")
 

@@ -106,6 +106,9 @@ static void usage(FILE *f) {
           "                        or correlation (prefetch.c: fetch what the next launches\n"
           "                        use while this one runs)\n"
           "  --prefetch-depth N    predicted launches to prefetch for (default 8)\n"
+          "  --readahead-depth N   with a predictor and --nvme-mem: predicted launches to read\n"
+          "                        NVMe chunks into host memory for, asynchronously\n"
+          "                        (readahead.c; default 1024 as MT_READAHEAD_DEPTH, 0 = none)\n"
           "  --iterations N        replay only the first N iterations\n"
           "  --chunk SIZE          paging unit (default: the trace's, else 2M)\n"
           "  --host-map on|off     on (default, as MT_HOST_MAP=auto with host mappings): a\n"
@@ -146,7 +149,11 @@ static void usage(FILE *f) {
           "GPU memory, writing back what --writes says is dirty), launches, launches_host_mapped, host_mapped_bytes, iterations, coverage/accuracy/timeliness (null: no\n"
           "prefetcher), replay_wall_s, replay_max_rss_bytes, and per iteration (ITER\n"
           "records) iter_sim_s and iter_ideal_s; h2d_busy_s, d2h_busy_s, nvme_busy_s (bytes /\n"
-          "bandwidth); peak_live_host_bytes, peak_live_nvme_bytes (the pager's tiers),\n"
+          "bandwidth); host_wait_s (host time spent waiting), of it nvme_read_wait_s and\n"
+          "nvme_write_wait_s (synchronous NVMe transfers) and readahead_wait_s (fetches that\n"
+          "waited for a read-ahead); readahead, readahead_used, readahead_late (chunks read\n"
+          "ahead from NVMe, fetched after, fetched before the read was done);\n"
+          "peak_live_host_bytes, peak_live_nvme_bytes (the pager's tiers),\n"
           "peak_host_bytes, peak_nvme_bytes (the same plus the optimizer state there); host_opt_* (hand-offs, params, grad_bytes, groups, complete_iterations:\n"
           "iterations in which every group reached the pool exactly once, state_bytes,\n"
           "state_nvme_bytes, state_read, state_written, state_nvme_read, state_nvme_written,\n"
@@ -327,6 +334,7 @@ int mt_cmd_replay(int argc, char **argv) {
     {"nvme-write-bw", required_argument, 0, 'w'}, {"policy", required_argument, 0, 'p'},
     {"predictor", required_argument, 0, 'P'}, {"iterations", required_argument, 0, 'i'},
     {"prefetch-depth", required_argument, 0, 'F'},
+    {"readahead-depth", required_argument, 0, 'R'},
     {"chunk", required_argument, 0, 'c'},    {"json", no_argument, 0, 'j'},
     {"host-map", required_argument, 0, 'M'},
     {"unmap-sync", required_argument, 0, 'U'},
@@ -341,7 +349,7 @@ int mt_cmd_replay(int argc, char **argv) {
   double opt_rate = 10;
   double h2d = 25e9, d2h = 25e9, nvme_rd = 3.2e9, nvme_wr = 3.2e9;
   const char *policy = "nextuse", *predictor = "none";
-  unsigned depth = 8;
+  unsigned depth = 8, ra_depth = 1024;
   bool json = false, host_map = true, unmap_sync = true, writes_aware = false;
   int handoff = 0; /* auto */
   optind = 1;
@@ -383,6 +391,10 @@ int mt_cmd_replay(int argc, char **argv) {
       case 'F':
         bad = _mt_parse_int(optarg, 0, 1024, &iv);
         if (!bad) depth = (unsigned)iv;
+        break;
+      case 'R':
+        bad = _mt_parse_int(optarg, 0, 4096, &iv);
+        if (!bad) ra_depth = (unsigned)iv;
         break;
       case 'i':
         bad = _mt_parse_int(optarg, 1, INT64_MAX, &iv);
@@ -461,7 +473,7 @@ int mt_cmd_replay(int argc, char **argv) {
                           .small_limit = (size_t)1 << 20, .policy = policy, .host_map = host_map,
                           .handoff = handoff,
                           .nvme = nvme_mem ? &nvc : NULL, .predictor = predictor,
-                          .prefetch_depth = depth};
+                          .prefetch_depth = depth, .readahead_depth = ra_depth};
   int rc = r.dev ? _mt_pager_create(r.dev, &pc, &r.p) : -ENOMEM;
   if (rc == 0 && nvme_mem && r.p->nv == NULL) rc = -ENOMEM; /* logged: the host budget is too small */
   if (rc < 0) {
@@ -638,7 +650,7 @@ done:
     hostopt_totals(r.ho, &ht);
     if (json) {
       printf("{\"trace\":\"%s\",\"gpu_mem\":%" PRIu64 ",\"host_mem\":%" PRIu64 ",\"h2d_bw\":%.0f,\"d2h_bw\":%.0f,"
-             "\"policy\":\"%s\",\"handoff\":\"%s\",\"predictor\":\"%s\",\"prefetch_depth\":%u,\"writes\":\"%s\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
+             "\"policy\":\"%s\",\"handoff\":\"%s\",\"predictor\":\"%s\",\"prefetch_depth\":%u,\"readahead_depth\":%u,\"writes\":\"%s\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
              "\"stall_s\":%.6f,\"bytes_h2d\":%" PRIu64 ",\"bytes_d2h\":%" PRIu64 ",\"nvme_mem\":%" PRIu64 ","
              "\"nvme_read_bw\":%.0f,\"nvme_write_bw\":%.0f,\"bytes_nvme_read\":%" PRIu64 ","
              "\"bytes_nvme_write\":%" PRIu64 ",\"nvme_spills\":%llu,\"nvme_loads\":%llu,\"nvme_drops\":%llu,\"fetches\":%llu,\"evictions_dirty\":%llu,\"evictions_clean\":%llu,"
@@ -647,7 +659,7 @@ done:
              "\"iterations\":%" PRIu64 ",\"prefetches\":%llu,\"write_behind\":%llu,\"write_behind_used\":%llu,\"coverage\":%s,\"accuracy\":%s,"
              "\"timeliness\":%s,\"stream_wait_s\":%.6f,\"replay_wall_s\":%.3f,\"replay_max_rss_bytes\":%" PRIu64 ",",
              path, (uint64_t)r.p->budget, (uint64_t)r.p->host_budget, h2d, d2h, policy, handoff == 0 ? "auto" : handoff == 1 ? "on" : "off",
-             predictor, depth,
+             predictor, depth, ra_depth,
              writes_aware ? "aware" : "all", sim_s, ideal_s, pct,
              stall_s, t.bytes_h2d, t.bytes_d2h, nvme_mem, nvme_rd, nvme_wr, t.bytes_nvme_read, t.bytes_nvme_write,
              (unsigned long long)mt_stat_get(nvme_spills), (unsigned long long)mt_stat_get(nvme_loads),
@@ -671,6 +683,11 @@ done:
              (unsigned long long)mt_stat_get(peak_live_nvme_bytes),
              (unsigned long long)(mt_stat_get(peak_live_host_bytes) + ht.state_bytes - ht.state_nvme_bytes),
              (unsigned long long)(mt_stat_get(peak_live_nvme_bytes) + ht.state_nvme_bytes));
+      printf("\"host_wait_s\":%.6f,\"nvme_read_wait_s\":%.6f,\"nvme_write_wait_s\":%.6f,\"readahead_wait_s\":%.6f,"
+             "\"readahead\":%llu,\"readahead_used\":%llu,\"readahead_late\":%llu,",
+             (double)t.host_wait_ns / 1e9, (double)t.nvme_read_wait_ns / 1e9, (double)t.nvme_write_wait_ns / 1e9,
+             (double)t.nvme_async_wait_ns / 1e9, (unsigned long long)mt_stat_get(readahead),
+             (unsigned long long)mt_stat_get(readahead_used), (unsigned long long)mt_stat_get(readahead_late));
       printf("\"h2d_busy_s\":%.6f,\"d2h_busy_s\":%.6f,\"nvme_busy_s\":%.6f,", (double)t.bytes_h2d / h2d,
              (double)t.bytes_d2h / d2h, (double)t.bytes_nvme_read / nvme_rd + (double)t.bytes_nvme_write / nvme_wr);
       printf("\"host_opt_handoffs\":%" PRIu64 ",\"host_opt_gparams_per_s\":%.3f,\"host_opt_mem\":%.0f,"

@@ -1,0 +1,263 @@
+/* Description: the read-ahead (readahead.c) inside the pager, on the fake
+ * driver with a real NVMe store: a chunk read ahead from NVMe becomes HOST
+ * with its NVMe copy still valid, and a later fetch takes it from host
+ * memory (no second NVMe read); a fetch that needs a chunk whose read is
+ * still in flight waits for that read; freeing a region with reads in
+ * flight cancels them and no stale byte reaches the memory reused after;
+ * an injected read fault (EIO, a flipped bit) on a read-ahead only drops
+ * it: the demand read brings the data back intact.
+ *
+ * Read-ahead is driven here region by region (_mt_ra_region, what each
+ * launch does for its predicted window), so that no predictor is needed.
+ * The store is compiled in with -DMT_FAULT_INJECT, as for test_nvme_tier.c,
+ * whose setup this copies with host mappings off (read-ahead needs host
+ * copies the CPU can reach). */
+#include <criterion/criterion.h>
+#include <cuda.h>
+#include <errno.h>
+#include <pthread.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "nvme_store.h"
+#include "pager.h"
+#include "pager_internal.h"
+#include "stats.h"
+
+#define MiB ((size_t)1 << 20)
+#define NREG 16
+#define REG (4 * MiB)
+
+static char dir[4096];
+static mt_pager_t *P;
+
+static int fwd_h2d(void *ctx, uintptr_t dst, uintptr_t src, size_t n) {
+  (void)ctx;
+  return cuMemcpyHtoD((CUdeviceptr)dst, (const void *)src, n) == CUDA_SUCCESS ? 0 : -EIO;
+}
+
+static int fwd_d2h(void *ctx, uintptr_t dst, uintptr_t src, size_t n) {
+  (void)ctx;
+  return cuMemcpyDtoH((void *)dst, (CUdeviceptr)src, n) == CUDA_SUCCESS ? 0 : -EIO;
+}
+
+static int put(uintptr_t a, const void *buf, size_t n) {
+  return _mt_copy(a, (uintptr_t)buf, n, 0, false, 1, fwd_h2d, NULL);
+}
+
+static int get(void *buf, uintptr_t a, size_t n) {
+  return _mt_copy((uintptr_t)buf, a, n, 0, false, 0, fwd_d2h, NULL);
+}
+
+static void fill(uint32_t *b, size_t n, uint32_t seed) {
+  for (size_t i = 0; i < n / 4; i++) b[i] = seed * 2654435761u + (uint32_t)i;
+}
+
+/* A pager on the fake driver: vram and host budgets in MiB, the NVMe tier
+ * in `dirs` (NULL: this test's directory) capped at nvme bytes (0: free
+ * space). */
+static void start(size_t vram, size_t host, const char *dirs, uint64_t nvme) {
+  const char *base = getenv("MT_NVME_TEST_DIR");
+  cr_assert_not_null(base, "MT_NVME_TEST_DIR is not set (meson test sets it)");
+  snprintf(dir, sizeof(dir), "%s/tier-test.XXXXXX", base);
+  cr_assert_not_null(mkdtemp(dir));
+  char probe[4200];
+  snprintf(probe, sizeof(probe), "%s/probe", dir);
+  int fd = open(probe, O_RDWR | O_CREAT | O_DIRECT, 0600);
+  if (fd < 0) cr_skip_test("%s has no O_DIRECT: set MT_NVME_TEST_DIR to a disk", dir);
+  close(fd);
+  unlink(probe);
+  char *env[] = {NULL};
+  _mt_options_load(env);
+  cr_assert_eq(cuInit(0), CUDA_SUCCESS);
+  mt_device_t *d = _mt_device_cuda_open();
+  cr_assert_not_null(d);
+  _mt_nvme_cfg_t nc = {.dirs = dirs ? dirs : dir, .max_bytes = nvme ? nvme : 256 * MiB, .queue_depth = 4,
+                       .request_bytes = MiB};
+  mt_pager_config_t cfg = {.budget = vram * MiB, .host_budget = host * MiB, .chunk = 2 * MiB,
+                           .small_limit = MiB, .policy = "lru", .host_map = false, .nvme = &nc};
+  cr_assert_eq(_mt_pager_create(d, &cfg, &P), 0);
+  _mt_pager_install(P);
+}
+
+static void finish(void) {
+  rmdir(dir);
+}
+
+static uint64_t st(const char *name) {
+  /* stats by name, so a failure message says which */
+#define S(f) if (!strcmp(name, #f)) return mt_stat_get(f);
+  S(bytes_nvme_read) S(bytes_nvme_write) S(nvme_spills) S(nvme_loads) S(nvme_drops) S(nvme_errors)
+  S(readahead) S(readahead_used) S(readahead_late)
+#undef S
+  return 0;
+}
+
+/* n regions of REG bytes, each written with its own pattern. */
+static void write_n(uintptr_t *a, uint32_t *buf, int n) {
+  for (int i = 0; i < n; i++) {
+    cr_assert_eq(_mt_alloc(REG, &a[i]), 0);
+    fill(buf, REG, (uint32_t)i + 1);
+    cr_assert_eq(put(a[i], buf, REG), 0, "region %d", i);
+  }
+}
+
+static void check_all(const uintptr_t *a, uint32_t *buf, uint32_t *want) {
+  for (int i = 0; i < NREG; i++) {
+    memset(buf, 0xee, REG);
+    cr_assert_eq(get(buf, a[i], REG), 0, "region %d", i);
+    fill(want, REG, (uint32_t)i + 1);
+    cr_assert(memcmp(buf, want, REG) == 0, "region %d differs after the round trip", i);
+  }
+}
+
+
+/* The first region (in allocation order) whose chunks are all on NVMe. */
+static int first_on_nvme(const uintptr_t *a) {
+  for (int i = 0; i < NREG; i++) {
+    mt_region_t *r = _mt_region_of(P, a[i]);
+    bool all = true;
+    for (uint32_t k = 0; k < r->nchunks; k++) all &= r->chunks[k].state == CH_NVME;
+    if (all) return i;
+  }
+  return -1;
+}
+
+/* Reads ahead the chunks of the region at a (under the lock, as a launch). */
+static void read_ahead(uintptr_t a) {
+  pthread_mutex_lock(&P->lock);
+  P->epoch++;
+  cr_assert(_mt_ra_region(P, _mt_region_of(P, a)), "room and read slots for one region");
+  pthread_mutex_unlock(&P->lock);
+}
+
+/* Polls until every read-ahead of the region at a is done (bounded). */
+static void settle(uintptr_t a) {
+  mt_region_t *r = _mt_region_of(P, a);
+  for (int t = 0; t < 2000; t++) {
+    pthread_mutex_lock(&P->lock);
+    _mt_ra_poll(P);
+    bool busy = false;
+    for (uint32_t k = 0; k < r->nchunks; k++) busy |= r->chunks[k].ra != 0 && r->chunks[k].ra != MT_RA_READY;
+    pthread_mutex_unlock(&P->lock);
+    if (!busy) return;
+    usleep(1000);
+  }
+  cr_assert_fail("the read-ahead did not finish in 2 s");
+}
+
+Test(readahead, later_fetch_finds_the_chunk_in_host_memory) {
+  start(4, 24, NULL, 0);
+  cr_assert_not_null(P->nv, "the tier opened");
+  uint32_t *buf = malloc(REG), *want = malloc(REG);
+  uintptr_t a[NREG];
+  write_n(a, buf, NREG);
+  int i = first_on_nvme(a);
+  cr_assert_geq(i, 0, "some region is all on NVMe");
+  mt_region_t *r = _mt_region_of(P, a[i]);
+  uint64_t rd0 = st("bytes_nvme_read"), loads0 = st("nvme_loads");
+  read_ahead(a[i]);
+  cr_assert_eq(st("readahead"), r->nchunks, "one read per chunk");
+  settle(a[i]);
+  for (uint32_t k = 0; k < r->nchunks; k++) {
+    mt_chunk_t *c = &r->chunks[k];
+    cr_assert_eq(c->state, CH_HOST, "chunk %u is in host memory after its read", k);
+    cr_assert(c->nv != NULL && _mt_nvme_chunk_valid(c->nv), "chunk %u keeps its NVMe copy", k);
+  }
+  cr_assert_eq(st("bytes_nvme_read") - rd0, (uint64_t)REG, "the read-ahead read the region once");
+  /* the fetch: from host memory, no NVMe read of its own */
+  memset(buf, 0xee, REG);
+  cr_assert_eq(get(buf, a[i], REG), 0);
+  fill(want, REG, (uint32_t)i + 1);
+  cr_assert(memcmp(buf, want, REG) == 0, "region %d reads back what was written", i);
+  cr_assert_eq(st("nvme_loads"), loads0, "no chunk came from NVMe on the fetch");
+  cr_assert_eq(st("bytes_nvme_read") - rd0, (uint64_t)REG, "no second NVMe read");
+  cr_assert_eq(st("readahead_used"), r->nchunks);
+  cr_assert_eq(r->nra, 0u);
+  /* a fetch while the read is still in flight waits for that read */
+  int j = first_on_nvme(a);
+  cr_assert_geq(j, 0, "another region is on NVMe");
+  loads0 = st("nvme_loads");
+  read_ahead(a[j]);
+  memset(buf, 0xee, REG);
+  cr_assert_eq(get(buf, a[j], REG), 0);
+  fill(want, REG, (uint32_t)j + 1);
+  cr_assert(memcmp(buf, want, REG) == 0, "region %d, fetched with its reads in flight", j);
+  cr_assert_eq(st("nvme_loads"), loads0, "it waited for the read-ahead, no second read");
+  cr_assert_eq(st("readahead_used"), 2 * (uint64_t)r->nchunks);
+  check_all(a, buf, want);
+  free(buf);
+  free(want);
+  finish();
+}
+
+Test(readahead, free_with_reads_in_flight) {
+  start(4, 24, NULL, 0);
+  uint32_t *buf = malloc(REG), *want = malloc(REG);
+  uintptr_t a[NREG];
+  write_n(a, buf, NREG);
+  int i = first_on_nvme(a);
+  cr_assert_geq(i, 0);
+  read_ahead(a[i]);
+  mt_region_t *r = _mt_region_of(P, a[i]);
+  cr_assert_eq(r->nra, r->nchunks, "every chunk has its read in flight");
+  size_t host1 = P->host_used; /* the reads' slots included (room may have spilled others) */
+  cr_assert_eq(_mt_free(a[i], 0, false), 0);
+  cr_assert_eq(P->host_used, host1 - REG, "freeing cancels the reads and gives their slots back");
+  /* the slots and pages are reused at once: a new region with new bytes,
+   * pushed through host memory and NVMe, reads back its own bytes */
+  cr_assert_eq(_mt_alloc(REG, &a[i]), 0);
+  fill(buf, REG, 1000);
+  cr_assert_eq(put(a[i], buf, REG), 0);
+  for (int k = 0; k < NREG; k++) {
+    if (k == i) continue;
+    memset(buf, 0xee, REG);
+    cr_assert_eq(get(buf, a[k], REG), 0);
+    fill(want, REG, (uint32_t)k + 1);
+    cr_assert(memcmp(buf, want, REG) == 0, "region %d intact", k);
+  }
+  memset(buf, 0xee, REG);
+  cr_assert_eq(get(buf, a[i], REG), 0);
+  fill(want, REG, 1000);
+  cr_assert(memcmp(buf, want, REG) == 0, "the new region holds its own bytes, not the cancelled read's");
+  cr_assert_eq(st("readahead_used"), 0);
+  free(buf);
+  free(want);
+  finish();
+}
+
+static void read_fault(_mt_nvme_fault_t f, uint32_t count) {
+  start(4, 24, NULL, 0);
+  uint32_t *buf = malloc(REG), *want = malloc(REG);
+  uintptr_t a[NREG];
+  write_n(a, buf, NREG);
+  int i = first_on_nvme(a);
+  cr_assert_geq(i, 0);
+  mt_region_t *r = _mt_region_of(P, a[i]);
+  uint64_t err0 = st("nvme_errors");
+  _mt_nvme_fault_arm(f, 0, count);
+  read_ahead(a[i]);
+  size_t host1 = P->host_used;
+  settle(a[i]);
+  cr_assert_gt(_mt_nvme_fault_injected(f), 0, "the fault was injected");
+  _mt_nvme_fault_reset();
+  uint32_t failed = 0;
+  for (uint32_t k = 0; k < r->nchunks; k++) failed += r->chunks[k].state == CH_NVME;
+  cr_assert_geq(failed, 1u, "a failed read-ahead leaves its chunk on NVMe");
+  cr_assert_eq(st("nvme_errors") - err0, failed, "each failed read-ahead is counted");
+  cr_assert_eq(P->host_used, host1 - failed * P->chunk, "the failed reads gave their slots back");
+  /* the demand read brings back the bytes, intact */
+  check_all(a, buf, want);
+  cr_assert_eq(st("readahead_used"), r->nchunks - failed, "only the reads that succeeded are used");
+  free(buf);
+  free(want);
+  finish();
+}
+
+/* EIO on every try (1 + 3 retries) of the 4 requests the ring holds */
+Test(readahead, eio_on_read_ahead_loses_nothing) { read_fault(MT_NVME_FAULT_EIO, 16); }
+Test(readahead, flipped_bit_on_read_ahead_is_never_delivered) { read_fault(MT_NVME_FAULT_FLIP, 1); }
