@@ -1210,6 +1210,9 @@ int _mt_alloc(size_t size, uintptr_t *out) {
   mt_pager_t *p = _mt_pager;
   if (size == 0) return -EINVAL;
   pthread_mutex_lock(&p->lock);
+  /* A new operation: the marks of the last launch's prefetch and read-ahead
+   * windows (the epoch) must not keep the room it needs from being made. */
+  p->epoch++;
   int rc = alloc_locked(p, size, out);
   pthread_mutex_unlock(&p->lock);
   return rc;
