@@ -127,6 +127,9 @@ static void usage(FILE *f) {
           "  --host-opt-mem SIZE   host memory for its FP32 masters and moments (default: all\n"
           "                        of them fit); the rest is read and written through the\n"
           "                        NVMe drive (--nvme-read-bw, --nvme-write-bw) every step\n"
+          "  --state-compression none|8bit|4bit\n"
+          "                        the host optimizer's state format instead of the one\n"
+          "                        the trace's hand-offs name (no GPU kernel touches it)\n"
           "  --json                one JSON object instead of text\n"
           "  -h, --help            this help\n"
           "\n"
@@ -330,10 +333,12 @@ int mt_cmd_replay(int argc, char **argv) {
     {"writes", required_argument, 0, 'W'},
     {"host-opt-gparams-per-s", required_argument, 0, 'O'},
     {"host-opt-mem", required_argument, 0, 'S'},
+    {"state-compression", required_argument, 0, 'Z'},
     {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
   };
   uint64_t gpu = 0, host = 0, chunk = 0, iters = UINT64_MAX, nvme_mem = 0, opt_mem = UINT64_MAX;
   double opt_rate = 10;
+  int opt_comp = -1;          /* --state-compression: -1 the trace's, else 0 none, 1 8bit, 2 4bit */
   double h2d = 25e9, d2h = 25e9, nvme_rd = 3.2e9, nvme_wr = 3.2e9;
   const char *policy = "lru", *predictor = "none";
   unsigned depth = 8;
@@ -360,6 +365,10 @@ int mt_cmd_replay(int argc, char **argv) {
         break;
       }
       case 'S': bad = _mt_parse_size(optarg, &opt_mem); break;
+      case 'Z':
+        opt_comp = strcmp(optarg, "none") == 0 ? 0 : strcmp(optarg, "8bit") == 0 ? 1 : strcmp(optarg, "4bit") == 0 ? 2 : -1;
+        bad = opt_comp < 0;
+        break;
       case 'p':
         policy = optarg;
         if (_mt_policy_find(policy) == NULL) {
@@ -526,6 +535,7 @@ int mt_cmd_replay(int argc, char **argv) {
           break;
         }
         if (k == 0 || nm->id > 1u << 20) break;
+        if (opt_comp >= 0) comp = (unsigned)opt_comp; /* the state is the pool's alone: no kernel reads it */
         if (nm->id >= r.nfunc) {
           size_t n = (size_t)nm->id * 2 + 16;
           uint8_t *f = realloc(r.hfunc, n);
