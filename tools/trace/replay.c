@@ -49,6 +49,7 @@
 #include "pager.h"
 #include "pager_internal.h"
 #include "predictor.h"
+#include "readcheck.h"
 #include "stats.h"
 #include "trace_io.h"
 
@@ -76,6 +77,9 @@ typedef struct replay {
   uint8_t *hfunc;          /* function id -> 0, or 1 + (wbytes << 2 | comp) for a hand-off */
   size_t nfunc;
   uint64_t handoffs;
+  readcheck_t reads;       /* what kernels read, and where it was (readcheck.h) */
+  uint64_t *sbytes;        /* scratch: a launch's span bytes */
+  size_t nsbytes;
   char err[256];
 } replay_t;
 
@@ -149,7 +153,11 @@ static void usage(FILE *f) {
           "peak_host_bytes, peak_nvme_bytes (the same plus the optimizer state there); host_opt_* (hand-offs, params, grad_bytes, groups, complete_iterations:\n"
           "iterations in which every group reached the pool exactly once, state_bytes,\n"
           "state_nvme_bytes, state_read, state_written, state_nvme_read, state_nvme_written,\n"
-          "busy_s, nvme_wait_s).\n"
+          "busy_s, nvme_wait_s, conserved_iterations: complete iterations whose state read = state\n"
+          "written = the whole state and gradients in = weights handed off); kernel_read_bytes\n"
+          "(spans kernels read) = kernel_read_on_device_bytes + kernel_read_host_mapped_bytes +\n"
+          "kernel_read_missing_bytes (where each byte was when its kernel was issued; missing is\n"
+          "a pager bug), kernel_written_only_bytes.\n"
           "Exit: 0 ok, 2 bad option or trace, 1 the workload cannot run in that memory.\n");
 }
 
@@ -194,10 +202,18 @@ typedef struct kctx {
   mt_device_t *dev;
   mt_handle_t s;
   uint64_t dur;
+  /* the footprint, for the read check at the moment the kernel is issued */
+  mt_pager_t *p;
+  const uintptr_t *addrs;
+  const uint64_t *bytes;
+  const uint8_t *kinds;       /* NULL: unknown (every span counts as read) */
+  uint32_t n;
+  readcheck_t *rc;
 } kctx_t;
 
 static int run_kernel(void *vctx) {
   kctx_t *k = vctx;
+  readcheck_launch(k->p, k->addrs, k->bytes, k->kinds, k->n, k->rc);
   return _mt_vdev_kernel(k->dev, k->s, k->dur);
 }
 
@@ -215,7 +231,18 @@ static int do_launch(replay_t *r, const mt_trace_launch_t *l, uint64_t dur, uint
   }
   uint32_t n = 0;
   size_t nk = 0;
+  if (l->nfoot > r->nsbytes) {
+    uint64_t *b = realloc(r->sbytes, l->nfoot * sizeof(uint64_t));
+    if (b == NULL) {
+      if (addrs != stackbuf) free(addrs);
+      if (write != stackw) free(write);
+      return -ENOMEM;
+    }
+    r->sbytes = b;
+    r->nsbytes = l->nfoot;
+  }
   for (uint32_t i = 0; i < l->nfoot; i++) {
+    r->sbytes[i] = foot[i].bytes;
     uint64_t id = foot[i].region;
     if (id >= r->nregions || r->addr[id] == 0) {
       snprintf(r->err, sizeof(r->err), "byte %" PRIu64 ": launch uses region %" PRIu64 ", which is not allocated",
@@ -251,7 +278,7 @@ static int do_launch(replay_t *r, const mt_trace_launch_t *l, uint64_t dur, uint
   }
   int rc = belady_launch(r->bel, r->keys, r->keyw, (uint32_t)nk);
   uint32_t s = l->stream % MAX_STREAMS;
-  kctx_t k = {r->dev, s, dur};
+  kctx_t k = {r->dev, s, dur, r->p, addrs, r->sbytes, mt_trace_launch_kinds(l), n, &r->reads};
   if (rc == 0) {
     pthread_mutex_lock(&r->p->lock);
     mt_stat_add(launches, 1);
@@ -314,6 +341,7 @@ static int do_handoff(replay_t *r, const mt_trace_launch_t *l, unsigned code, ui
     }
     r->wev[id] = done;
   }
+  hostopt_weights(r->ho, wbytes);
   r->handoffs++;
   return 0;
 }
@@ -674,10 +702,15 @@ done:
              "\"host_opt_complete_iterations\":%" PRIu64 ",\"host_opt_state_bytes\":%" PRIu64 ","
              "\"host_opt_state_nvme_bytes\":%" PRIu64 ",\"host_opt_state_read\":%" PRIu64 ","
              "\"host_opt_state_written\":%" PRIu64 ",\"host_opt_state_nvme_read\":%" PRIu64 ","
-             "\"host_opt_state_nvme_written\":%" PRIu64 ",\"host_opt_busy_s\":%.6f,\"host_opt_nvme_wait_s\":%.6f}\n",
+             "\"host_opt_state_nvme_written\":%" PRIu64 ",\"host_opt_busy_s\":%.6f,\"host_opt_nvme_wait_s\":%.6f,"
+             "\"host_opt_conserved_iterations\":%" PRIu64 ",\"kernel_read_bytes\":%" PRIu64 ","
+             "\"kernel_read_on_device_bytes\":%" PRIu64 ",\"kernel_read_host_mapped_bytes\":%" PRIu64 ","
+             "\"kernel_read_missing_bytes\":%" PRIu64 ",\"kernel_written_only_bytes\":%" PRIu64 "}\n",
              ht.steps, opt_rate, opt_mem == UINT64_MAX ? -1.0 : (double)opt_mem, ht.params, ht.grad_bytes,
              ht.groups, ht.groups_complete, ht.state_bytes, ht.state_nvme_bytes, ht.state_read, ht.state_written,
-             ht.state_nvme_read, ht.state_nvme_written, (double)ht.busy_ns / 1e9, (double)ht.nvme_wait_ns / 1e9);
+             ht.state_nvme_read, ht.state_nvme_written, (double)ht.busy_ns / 1e9, (double)ht.nvme_wait_ns / 1e9,
+             ht.iters_conserved, r.reads.read, r.reads.on_device, r.reads.host_mapped, r.reads.missing,
+             r.reads.written_only);
     } else {
       printf("replay of %s: %" PRIu64 " launches, %" PRIu64 " iteration(s)\n", path, r.launches, r.iterations);
       printf("  GPU memory %.2f GiB, host %.2f GiB, link %.1f/%.1f GB/s, policy %s, predictor %s, writes %s\n",
@@ -719,6 +752,9 @@ done:
                "(%.3f GB on NVMe); pool busy %.3f s (%.4g G params/s FP32), waited %.3f s for NVMe\n",
                ht.steps, (double)ht.params, (double)ht.grad_bytes / 1e9, (double)ht.state_bytes / 1e9,
                (double)ht.state_nvme_bytes / 1e9, (double)ht.busy_ns / 1e9, opt_rate, (double)ht.nvme_wait_ns / 1e9);
+      printf("  kernels read     %12.3f GB   (%.3f on the device, %.3f host-mapped, %.3f missing)\n",
+             (double)r.reads.read / 1e9, (double)r.reads.on_device / 1e9, (double)r.reads.host_mapped / 1e9,
+             (double)r.reads.missing / 1e9);
       printf("  replay took %.2f s, %.1f MiB peak memory\n", wall, (double)rss / (1 << 20));
     }
   }
@@ -730,6 +766,7 @@ done:
   free(r.nchunks);
   free(r.keys);
   free(r.keyw);
+  free(r.sbytes);
   free(r.iter_start);
   free(r.iter_kernel);
   mt_trace_close(tr);
