@@ -25,7 +25,8 @@ NVMe), and (b) in 10 MiB, where most launches run host-mapped. In both:
     state written = the whole state, 8 bytes per parameter; through NVMe,
     read = written = the state placed there; gradient bytes in = weight
     bytes handed off); gradient bytes = 3 x 4 x params, parameters updated
-    = 3 x params, state read = written = 3 x 8 x params in total.
+    = 3 x params, state read = written = 3 x 8 x params in total;
+  - --no-belady gives the same JSON but for the bound's keys (null).
 """
 import json
 import os
@@ -90,6 +91,15 @@ for name, args in runs.items():
           "%s: NVMe state read = written = 3 x the %d bytes there" % (name, nv))
     if name == "40M":
         check(nv == 8 * P - 50 * 2**20, "40M: the state past 50 MiB is on NVMe")
+# --no-belady (what plan's replays use) skips the bound and changes nothing else
+full = run("replay", trace, *runs["40M"], "--writes", "aware", "--json")
+nob = run("replay", trace, *runs["40M"], "--writes", "aware", "--json", "--no-belady")
+a = json.loads(full.stdout) if full.returncode == 0 else {}
+b = json.loads(nob.stdout) if nob.returncode == 0 else {}
+skip = {"belady_bytes", "belady_fetches", "belady_writebacks", "replay_wall_s", "replay_max_rss_bytes"}
+check(a.get("belady_bytes", 0) > 0 and b.get("belady_bytes", 0) is None and b.get("belady_fetches", 0) is None
+      and {k: v for k, v in a.items() if k not in skip} == {k: v for k, v in b.items() if k not in skip},
+      "--no-belady: the bound is null, every other number the same")
 check(reads.get("40M") == reads.get("10M"), "the bytes kernels read are the trace's, whatever the GPU: %s" % reads)
 
 print("conserve_check: %d failed" % len(fails))

@@ -275,7 +275,7 @@ static int replay(plan_t *p, cand_t *c) {
   const char *args[] = {p->self, "replay", path, "--gpu-mem", gpu, "--host-mem", host, "--host-opt-mem", om,
                         "--chunk", ch, "--pcie-bw", pcie, "--nvme-read-bw", rd,
                         "--nvme-write-bw", wr, "--host-opt-gparams-per-s", rate, "--predictor", "correlation",
-                        "--writes", "aware", "--json", tier ? "--nvme-mem" : NULL, nv, NULL};
+                        "--writes", "aware", "--no-belady", "--json", tier ? "--nvme-mem" : NULL, nv, NULL};
   static char out[1 << 16];
   int rc = plan_child(p->self, p->dir, args, out, sizeof out);
   c->replayed = true;

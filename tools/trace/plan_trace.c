@@ -105,8 +105,8 @@ static int replay(tplan_t *p, tcand_t *c) {
   const char *args[40] = {p->self, "replay", p->trace, "--gpu-mem", gpu, "--host-mem", host, "--chunk", ch,
                           "--pcie-bw", pcie, "--nvme-read-bw", rd, "--nvme-write-bw", wr,
                           "--host-opt-gparams-per-s", rate, "--predictor", c->depth ? "correlation" : "none",
-                          "--prefetch-depth", dp, "--writes", "aware", "--json"};
-  int n = 24;
+                          "--prefetch-depth", dp, "--writes", "aware", "--no-belady", "--json"};
+  int n = 25;
   /* the NVMe tier behind the pager's host memory, where its staging (a few
    * chunks) is a small part of that memory */
   if (m->host - c->opt_mem >= 64 * c->chunk) {

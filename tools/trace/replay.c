@@ -72,6 +72,7 @@ typedef struct replay {
   bool *keyw;              /* scratch: whether the launch may write each */
   size_t nkeys_cap;
   bool writes_aware;       /* --writes aware: spans only read leave chunks clean */
+  bool belady;             /* compute the Belady bound (--no-belady: not, as plan's replays) */
   hostopt_t *ho;           /* the host optimizer pool */
   mt_handle_t *wev;        /* region id -> the update its weights wait for (0: none) */
   uint8_t *hfunc;          /* function id -> 0, or 1 + (wbytes << 2 | comp) for a hand-off */
@@ -134,6 +135,8 @@ static void usage(FILE *f) {
           "  --state-compression none|8bit|4bit\n"
           "                        the host optimizer's state format instead of the one\n"
           "                        the trace's hand-offs name (no GPU kernel touches it)\n"
+          "  --no-belady           skip the Belady bound (its keys: null): it is most of a\n"
+          "                        large replay's time, and mt-trace plan does not use it\n"
           "  --json                one JSON object instead of text\n"
           "  -h, --help            this help\n"
           "\n"
@@ -258,7 +261,7 @@ static int do_launch(replay_t *r, const mt_trace_launch_t *l, uint64_t dur, uint
     }
     write[n] = kinds == NULL || kinds[i] != MT_ACC_READ;
     addrs[n++] = r->addr[id] + foot[i].offset;
-    for (uint32_t c = 0; c < r->nchunks[id]; c++) {
+    for (uint32_t c = 0; r->belady && c < r->nchunks[id]; c++) {
       if (nk == r->nkeys_cap) {
         size_t cap = r->nkeys_cap ? r->nkeys_cap * 2 : 4096;
         uint64_t *nkeys = realloc(r->keys, cap * sizeof(uint64_t));
@@ -276,7 +279,7 @@ static int do_launch(replay_t *r, const mt_trace_launch_t *l, uint64_t dur, uint
       r->keys[nk++] = id << 24 | c;
     }
   }
-  int rc = belady_launch(r->bel, r->keys, r->keyw, (uint32_t)nk);
+  int rc = r->belady ? belady_launch(r->bel, r->keys, r->keyw, (uint32_t)nk) : 0;
   uint32_t s = l->stream % MAX_STREAMS;
   kctx_t k = {r->dev, s, dur, r->p, addrs, r->sbytes, mt_trace_launch_kinds(l), n, &r->reads};
   if (rc == 0) {
@@ -362,6 +365,7 @@ int mt_cmd_replay(int argc, char **argv) {
     {"host-opt-gparams-per-s", required_argument, 0, 'O'},
     {"host-opt-mem", required_argument, 0, 'S'},
     {"state-compression", required_argument, 0, 'Z'},
+    {"no-belady", no_argument, 0, 'B'},
     {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
   };
   uint64_t gpu = 0, host = 0, chunk = 0, iters = UINT64_MAX, nvme_mem = 0, opt_mem = UINT64_MAX;
@@ -370,7 +374,7 @@ int mt_cmd_replay(int argc, char **argv) {
   double h2d = 25e9, d2h = 25e9, nvme_rd = 3.2e9, nvme_wr = 3.2e9;
   const char *policy = "lru", *predictor = "none";
   unsigned depth = 8;
-  bool json = false, host_map = true, unmap_sync = true, writes_aware = false;
+  bool json = false, no_belady = false, host_map = true, unmap_sync = true, writes_aware = false;
   optind = 1;
   int c;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -420,6 +424,7 @@ int mt_cmd_replay(int argc, char **argv) {
         if (!bad) iters = (uint64_t)iv;
         break;
       case 'j': json = true; break;
+      case 'B': no_belady = true; break;
       case 'M':
         if (strcmp(optarg, "on") == 0) host_map = true;
         else if (strcmp(optarg, "off") == 0) host_map = false;
@@ -479,6 +484,7 @@ int mt_cmd_replay(int argc, char **argv) {
                         .unmap_syncs = unmap_sync, .nvme_read_bw = nvme_rd, .nvme_write_bw = nvme_wr};
   replay_t r = {0};
   r.writes_aware = writes_aware;
+  r.belady = !no_belady;
   r.dev = _mt_vdev_new(&vc);
   /* the library's NVMe tier over a store that keeps pages but moves nothing */
   _mt_nvme_cfg_t nvc = {.simulate = true, .max_bytes = nvme_mem};
@@ -547,7 +553,7 @@ int mt_cmd_replay(int argc, char **argv) {
         }
         bool async = f->h.flags & MT_TRF_ASYNC;
         rc = _mt_free(r.addr[f->region], async ? f->stream % MAX_STREAMS : 0, async);
-        if (rc == 0 && r.nchunks[f->region]) rc = belady_free_region(r.bel, f->region, r.nchunks[f->region]);
+        if (rc == 0 && r.belady && r.nchunks[f->region]) rc = belady_free_region(r.bel, f->region, r.nchunks[f->region]);
         r.addr[f->region] = 0;
         break;
       }
@@ -628,7 +634,7 @@ done:
   if (r.iterations == 0) r.iterations = 1;
 
   belady_result_t br = {0};
-  if (exit_code == 0 && belady_finish(r.bel, &br) < 0) {
+  if (exit_code == 0 && r.belady && belady_finish(r.bel, &br) < 0) {
     fprintf(stderr, "mt-trace replay: out of memory computing the Belady bound\n");
     exit_code = 1;
   }
@@ -648,6 +654,12 @@ done:
     double wall = (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) / 1e9;
     uint64_t rss = (uint64_t)ru.ru_maxrss * 1024;
     uint64_t bel = br.fetch_bytes + br.writeback_bytes;
+    char belj[3][24] = {"null", "null", "null"}; /* --no-belady: not computed */
+    if (r.belady) {
+      snprintf(belj[0], sizeof belj[0], "%" PRIu64, bel);
+      snprintf(belj[1], sizeof belj[1], "%" PRIu64, br.fetches);
+      snprintf(belj[2], sizeof belj[2], "%" PRIu64, br.writebacks);
+    }
     /* prefetch: coverage = fetches made ahead / all fetches; accuracy = of
      * those, used before leaving the GPU; timeliness = of the uses, the
      * ones whose stream did not wait for the copy */
@@ -667,7 +679,7 @@ done:
              "\"stall_s\":%.6f,\"bytes_h2d\":%" PRIu64 ",\"bytes_d2h\":%" PRIu64 ",\"nvme_mem\":%" PRIu64 ","
              "\"nvme_read_bw\":%.0f,\"nvme_write_bw\":%.0f,\"bytes_nvme_read\":%" PRIu64 ","
              "\"bytes_nvme_write\":%" PRIu64 ",\"nvme_spills\":%llu,\"nvme_loads\":%llu,\"nvme_drops\":%llu,\"fetches\":%llu,\"evictions_dirty\":%llu,\"evictions_clean\":%llu,"
-             "\"unmap_waits\":%llu,\"belady_bytes\":%" PRIu64 ",\"belady_fetches\":%" PRIu64 ",\"belady_writebacks\":%" PRIu64 ","
+             "\"unmap_waits\":%llu,\"belady_bytes\":%s,\"belady_fetches\":%s,\"belady_writebacks\":%s,"
              "\"launches\":%" PRIu64 ",\"launches_host_mapped\":%" PRIu64 ",\"host_mapped_bytes\":%" PRIu64 ","
              "\"iterations\":%" PRIu64 ",\"prefetches\":%llu,\"write_behind\":%llu,\"write_behind_used\":%llu,\"coverage\":%s,\"accuracy\":%s,"
              "\"timeliness\":%s,\"stream_wait_s\":%.6f,\"replay_wall_s\":%.3f,\"replay_max_rss_bytes\":%" PRIu64 ",",
@@ -677,7 +689,7 @@ done:
              (unsigned long long)mt_stat_get(nvme_spills), (unsigned long long)mt_stat_get(nvme_loads),
              (unsigned long long)mt_stat_get(nvme_drops), (unsigned long long)mt_stat_get(fetches),
              (unsigned long long)mt_stat_get(evictions_dirty), (unsigned long long)mt_stat_get(evictions_clean),
-             (unsigned long long)mt_stat_get(unmap_waits), bel, br.fetches, br.writebacks, r.launches, t.host_mapped_kernels, t.host_mapped_bytes, r.iterations,
+             (unsigned long long)mt_stat_get(unmap_waits), belj[0], belj[1], belj[2], r.launches, t.host_mapped_kernels, t.host_mapped_bytes, r.iterations,
              (unsigned long long)pfs, (unsigned long long)mt_stat_get(write_behind),
              (unsigned long long)mt_stat_get(write_behind_used), cov, acc, tim, (double)t.stream_wait_ns / 1e9,
              wall, rss);
@@ -735,8 +747,11 @@ done:
                (unsigned long long)mt_stat_get(nvme_drops));
       else
         printf("  NVMe read/write  %12.3f GB   (no NVMe tier: give --nvme-mem)\n", 0.0);
-      printf("  Belady bound     %12.3f GB   (%" PRIu64 " fetches, %" PRIu64 " write-backs%s)\n", (double)bel / 1e9,
-             br.fetches, br.writebacks, br.infeasible ? "; some launch alone exceeds the memory" : "");
+      if (!r.belady)
+        printf("  Belady bound     not computed (--no-belady)\n");
+      else
+        printf("  Belady bound     %12.3f GB   (%" PRIu64 " fetches, %" PRIu64 " write-backs%s)\n", (double)bel / 1e9,
+               br.fetches, br.writebacks, br.infeasible ? "; some launch alone exceeds the memory" : "");
       if (r.p->pf == NULL)
         printf("  prefetch         n/a (no predictor)\n");
       else
