@@ -360,7 +360,7 @@ int plan_trace(const char *trace, const plan_machine_t *m, uint64_t tokens, int 
     goto out;
   }
 
-  /* how many replays at most: A + B + C (the bar's total) */
+  /* how many replays at most: A, the probe redone, B, C and D (the bar's total) */
   uint64_t chunks[4];
   unsigned nch = 0;
   for (uint64_t c = 2ull << 20; c <= 128ull << 20 && nch < 4; c *= 4)
