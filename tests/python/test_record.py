@@ -142,6 +142,20 @@ def main():
     check(st.get("flops", 0) > 0, f"matmul flops counted ({st.get('flops')})")
     rp = run([MTTRACE, "replay", g, "--gpu-mem", "64M", "--host-mem", "4G", "--json"])
     check(rp.returncode == 0, f"mt-trace replay takes the GPT-2 trace at --gpu-mem 64M ({rp.stderr[-300:]})")
+    # mt-trace plan --trace on the recording: batch 2 x 64 = 128 tokens per step, one step
+    machine = ["--gpu-mem", "64M", "--host-mem", "1G", "--pcie-bw", "25G", "--nvme-read-bw", "3G",
+               "--nvme-write-bw", "2G"]
+    pl = run([MTTRACE, "plan", "--trace", g, "--tokens-per-step", "128", "--json"] + machine)
+    pj = json.loads(pl.stdout) if pl.returncode == 0 else {"plans": []}
+    ok = [x for x in pj["plans"] if not x["failed"]]
+    check(pl.returncode == 0 and ok and pj.get("host_optimizer") is False
+          and all(x["step_s"] >= x["ideal_step_s"] > 0 and abs(x["tokens_per_s"] * x["step_s"] - 128) < 1e-3
+                  and x["state"] == "" for x in ok),
+          f"plan --trace on the GPT-2 recording: {len(ok)} settings, tokens/s = 128 / step, no host optimizer "
+          f"({pl.stderr[-300:]})")
+    pt = run([MTTRACE, "plan", "--trace", g, "--tokens-per-step", "128"] + machine)
+    check(pt.returncode == 0 and "one step" in pt.stdout and "MT_CHUNK=" in pt.stdout
+          and "MT_OPTIMIZER=" not in pt.stdout, "the text says the recording has one step and names MT_* settings")
 
     # bad input exits 2 with a message
     bad = os.path.join(tmp, "bad.trace")

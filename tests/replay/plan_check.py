@@ -34,7 +34,9 @@ def check(cond, what):
         fails.append(what)
 
 
-base = ["plan", "--model", conf, "--gpu-mem", "40M", "--host-mem", "1G", "--pcie-bw", "25G",
+# --nvme-mem 1G: the default 8T simulated store is 2^31 pages, which the
+# debug_checks=3 build's invariant walk visits at every chunk it allocates
+base = ["plan", "--model", conf, "--gpu-mem", "40M", "--host-mem", "1G", "--nvme-mem", "1G", "--pcie-bw", "25G",
         "--nvme-read-bw", "3G", "--nvme-write-bw", "2G", "--max-step-tokens", "4096", "--top", "3"]
 r = run(*base, "--json")
 check(r.returncode == 0, "a plan for the small model: " + r.stderr.strip()[-200:])

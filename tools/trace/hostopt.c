@@ -74,6 +74,9 @@ struct hostopt {
   uint64_t done_prev[2];      /* end of the last two updates */
   uint64_t last_write;        /* end of the last state write */
   hostopt_totals_t t;
+  /* this iteration so far: state read, written, through NVMe; gradient
+   * bytes in and weight bytes out */
+  uint64_t it_read, it_written, it_nvme_read, it_nvme_written, it_grad, it_weights;
 };
 
 int hostopt_parse_name(const char *name, size_t len, unsigned *wbytes, unsigned *comp) {
@@ -210,14 +213,28 @@ int hostopt_step(hostopt_t *h, uint64_t group, uint64_t iter, uint64_t params, u
   h->t.state_nvme_read += g->nvme;
   h->t.state_nvme_written += g->nvme;
   h->t.busy_ns += dur;
+  h->it_read += state;
+  h->it_written += state;
+  h->it_nvme_read += g->nvme;
+  h->it_nvme_written += g->nvme;
+  h->it_grad += grad_bytes;
   return 0;
 }
 
+void hostopt_weights(hostopt_t *h, uint64_t bytes) { h->it_weights += bytes; }
+
 void hostopt_end_iteration(hostopt_t *h, uint64_t iter) {
-  if (h->ng == 0) return;
-  for (size_t i = 0; i < h->ng; i++)
-    if (h->g[i].last_iter != iter + 1) return;
-  h->t.groups_complete++;
+  bool complete = h->ng > 0;
+  for (size_t i = 0; i < h->ng && complete; i++)
+    if (h->g[i].last_iter != iter + 1) complete = false;
+  if (complete) {
+    h->t.groups_complete++;
+    if (h->it_read == h->t.state_bytes && h->it_written == h->t.state_bytes &&
+        h->it_nvme_read == h->t.state_nvme_bytes && h->it_nvme_written == h->t.state_nvme_bytes &&
+        h->it_grad == h->it_weights)
+      h->t.iters_conserved++;
+  }
+  h->it_read = h->it_written = h->it_nvme_read = h->it_nvme_written = h->it_grad = h->it_weights = 0;
 }
 
 uint64_t hostopt_end_ns(const hostopt_t *h) { return h->last_write; }

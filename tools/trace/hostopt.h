@@ -35,6 +35,10 @@ typedef struct hostopt_totals {
   uint64_t nvme_wait_ns;      /* pool time waiting for state reads */
   uint64_t groups;            /* parameter groups seen */
   uint64_t groups_complete;   /* iterations in which every group was handed off exactly once, summed */
+  uint64_t iters_conserved;   /* iterations in which, besides, the state read and the state written
+                               * each equal the whole state (every group's once), those through NVMe
+                               * the state placed there, and the gradients in equal the weights
+                               * handed off: the per-step conservation the tests check */
 } hostopt_totals_t;
 
 typedef struct hostopt hostopt_t;
@@ -61,8 +65,12 @@ void hostopt_free(hostopt_t *h);
  * was already handed off in this iteration (the message in err). */
 int hostopt_step(hostopt_t *h, uint64_t group, uint64_t iter, uint64_t params, unsigned wbytes, unsigned comp,
                  uintptr_t grad_addr, uint64_t grad_bytes, mt_handle_t *done, char *err, size_t errlen);
+/* The weight bytes of the hand-off just made (for the per-step balance
+ * of gradients in against weights updated). */
+void hostopt_weights(hostopt_t *h, uint64_t bytes);
 /* Ends iteration iter: counts it complete when every group seen so far
- * was handed off in it exactly once. */
+ * was handed off in it exactly once, and conserved when its state and
+ * gradient traffic balance too (hostopt_totals_t). */
 void hostopt_end_iteration(hostopt_t *h, uint64_t iter);
 /* When the pool's last state write ends (0: none). */
 uint64_t hostopt_end_ns(const hostopt_t *h);

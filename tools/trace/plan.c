@@ -53,12 +53,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "commands.h"
 #include "hostopt.h"
 #include "internal.h"
+#include "plan.h"
 
 #define WHO "mt-trace plan"
 #define MAXC 128
@@ -105,6 +105,9 @@ static void usage(FILE *f) {
           "usage: mt-trace plan --model CONF --gpu-mem SIZE --host-mem SIZE --pcie-bw B\n"
           "                     --nvme-read-bw B --nvme-write-bw B [--gpu-tflops T]\n"
           "                     [--host-opt-gparams-per-s P] [options] [--json]\n"
+          "       mt-trace plan --trace TRACE --gpu-mem SIZE --host-mem SIZE --pcie-bw B\n"
+          "                     --nvme-read-bw B --nvme-write-bw B [--tokens-per-step N]\n"
+          "                     [--host-opt-gparams-per-s P] [--state-compression C] [--json]\n"
           "\n"
           "Finds the fastest way to train the model CONF (tools/models/*.conf) on one GPU\n"
           "of SIZE memory with SIZE host memory and an NVMe drive: searches micro-batch,\n"
@@ -134,83 +137,22 @@ static void usage(FILE *f) {
           "  --json                  one JSON object: the replayed candidates, fastest first\n"
           "  -h, --help              this help\n"
           "\n"
+          "With --trace TRACE (python -m megatrain.record, MT_TRACE or mt-trace synth) the\n"
+          "model, batch, accumulation, checkpointing, optimizer placement and kernel times\n"
+          "are the trace's; the search is over what mtalloc can change without recording\n"
+          "again: the paging unit (MT_CHUNK 2, 8, 32, 128 MiB), prefetching (MT_PREDICTOR\n"
+          "none or correlation, MT_PREFETCH_DEPTH 4, 8, 16, 32) and, for a trace that hands\n"
+          "gradients to the host optimizer, its state compression and the split of host\n"
+          "memory between the pager and that state. Each setting replays the whole trace;\n"
+          "the last iteration is measured, against the trace's own kernel time (ideal).\n"
+          "  --trace TRACE           plan from this trace instead of --model\n"
+          "  --tokens-per-step N     the trace's tokens per step: answers in tokens/s (default:\n"
+          "                          steps/s); --gpu-tflops, --seq, --max-step-tokens, --top\n"
+          "                          and --iterations do not apply\n"
+          "\n"
           "SIZE takes binary suffixes (128G = 128 GiB), B decimal ones (55G = 55e9).\n"
           "Exit: 0 a plan, 1 the model does not fit (the message names the short\n"
           "resource and by how much) or a replay failed, 2 bad input.\n");
-}
-
-static int parse_bw(const char *s, double *out) {
-  char *end;
-  double v = strtod(s, &end), mul = 1;
-  switch (*end) {
-    case 'k': case 'K': mul = 1e3; end++; break;
-    case 'm': case 'M': mul = 1e6; end++; break;
-    case 'g': case 'G': mul = 1e9; end++; break;
-    case 't': case 'T': mul = 1e12; end++; break;
-    default: break;
-  }
-  if (end == s || *end || !(v > 0) || !isfinite(v)) return -EINVAL;
-  *out = v * mul;
-  return 0;
-}
-
-/* Runs this executable with args (NULL-terminated), stdout into out
- * (NUL-terminated, truncated to cap), stderr to DIR/stderr (last_error).
- * Returns the exit status, or -1 when it could not run. */
-static int child(const plan_t *p, const char *const *args, char *out, size_t cap) {
-  int fd[2];
-  if (pipe(fd) < 0) return -1;
-  pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    dup2(fd[1], 1);
-    close(fd[0]);
-    close(fd[1]);
-    char err[600];
-    snprintf(err, sizeof err, "%s/stderr", p->dir);
-    FILE *n = freopen(err, "w", stderr);
-    (void)n;
-    execv(p->self, (char *const *)args);
-    _exit(127);
-  }
-  close(fd[1]);
-  size_t len = 0;
-  ssize_t k;
-  while ((k = read(fd[0], out + len, cap - 1 - len)) > 0) len += (size_t)k;
-  out[len] = '\0';
-  char sink[4096];
-  while (read(fd[0], sink, sizeof sink) > 0) {}
-  close(fd[0]);
-  int st;
-  if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return -1;
-  return WEXITSTATUS(st);
-}
-
-/* The number after key in text ("key: 123", "\"key\":1.5"); NAN if absent. */
-static double num_after(const char *text, const char *key) {
-  const char *s = strstr(text, key);
-  if (!s) return NAN;
-  s += strlen(key);
-  while (*s == ' ' || *s == ':' || *s == '"' || *s == '[') s++;
-  char *end;
-  double v = strtod(s, &end);
-  return end == s ? NAN : v;
-}
-
-/* The last number of the JSON array at key. */
-static double last_of(const char *text, const char *key) {
-  const char *s = strstr(text, key);
-  if (!s || !(s = strchr(s, '['))) return NAN;
-  const char *e = strchr(s, ']');
-  double v = NAN;
-  for (const char *q = s + 1; q < e;) {
-    char *end;
-    double x = strtod(q, &end);
-    if (end == q) break;
-    v = x;
-    q = *end == ',' ? end + 1 : end;
-  }
-  return v;
 }
 
 static void trace_path(const plan_t *p, const cand_t *c, bool ideal, char *buf, size_t n) {
@@ -240,24 +182,24 @@ static int synth(plan_t *p, cand_t *c, bool ideal) {
   }
   args[n] = NULL;
   static char out[8192];
-  int rc = child(p, args, out, sizeof out);
+  int rc = plan_child(p->self, p->dir, args, out, sizeof out);
   if (rc != 0) return rc < 0 ? 1 : rc;
-  double t = num_after(out, "ideal iteration time");
+  double t = plan_num_after(out, "ideal iteration time");
   if (ideal) {
     c->ideal0_s = t;
     return 0;
   }
   c->ideal_s = t;
-  c->params = (uint64_t)num_after(out, "parameters");
-  c->persistent = (uint64_t)num_after(out, "persistent bytes");
-  c->transient = (uint64_t)num_after(out, "peak transient bytes");
-  double st = num_after(out, "host optimizer state");
+  c->params = (uint64_t)plan_num_after(out, "parameters");
+  c->persistent = (uint64_t)plan_num_after(out, "persistent bytes");
+  c->transient = (uint64_t)plan_num_after(out, "peak transient bytes");
+  double st = plan_num_after(out, "host optimizer state");
   c->state = isnan(st) ? 0 : (uint64_t)st;
-  uint64_t s = p->seq ? p->seq : (uint64_t)num_after(out, "seq");
+  uint64_t s = p->seq ? p->seq : (uint64_t)plan_num_after(out, "seq");
   c->tokens = (uint64_t)c->mb * c->ga * s;
   const char *d = strstr(out, "16-bit weights");
   c->dtype = d ? 2 : 4;
-  c->act = (uint64_t)c->mb * s * (uint64_t)num_after(out, "hidden") * c->dtype;
+  c->act = (uint64_t)c->mb * s * (uint64_t)plan_num_after(out, "hidden") * c->dtype;
   return isnan(t) ? 1 : 0;
 }
 
@@ -315,18 +257,6 @@ static uint64_t chunk_for(uint64_t gpu, uint64_t act) {
   return c;
 }
 
-/* The last line the last child wrote to stderr, into buf. */
-static void last_error(const plan_t *p, char *buf, size_t n) {
-  char path[600], line[512];
-  snprintf(path, sizeof path, "%s/stderr", p->dir);
-  buf[0] = '\0';
-  FILE *f = fopen(path, "r");
-  if (!f) return;
-  while (fgets(line, sizeof line, f))
-    if (line[0] != '\n') snprintf(buf, n, "%.*s", (int)strcspn(line, "\n"), line);
-  fclose(f);
-}
-
 static int replay(plan_t *p, cand_t *c) {
   char path[512], gpu[32], host[32], om[32], nv[32], pcie[32], rd[32], wr[32], rate[32], ch[32];
   trace_path(p, c, false, path, sizeof path);
@@ -345,31 +275,31 @@ static int replay(plan_t *p, cand_t *c) {
   const char *args[] = {p->self, "replay", path, "--gpu-mem", gpu, "--host-mem", host, "--host-opt-mem", om,
                         "--chunk", ch, "--pcie-bw", pcie, "--nvme-read-bw", rd,
                         "--nvme-write-bw", wr, "--host-opt-gparams-per-s", rate, "--predictor", "correlation",
-                        "--writes", "aware", "--json", tier ? "--nvme-mem" : NULL, nv, NULL};
+                        "--writes", "aware", "--no-belady", "--json", tier ? "--nvme-mem" : NULL, nv, NULL};
   static char out[1 << 16];
-  int rc = child(p, args, out, sizeof out);
+  int rc = plan_child(p->self, p->dir, args, out, sizeof out);
   c->replayed = true;
   if (rc != 0) {
     c->failed = true;
-    last_error(p, c->why, sizeof c->why);
+    plan_last_error(p->dir, c->why, sizeof c->why);
     return 0;
   }
-  double sim = num_after(out, "\"sim_s\""), step = last_of(out, "\"iter_sim_s\"");
+  double sim = plan_num_after(out, "\"sim_s\""), step = plan_last_of(out, "\"iter_sim_s\"");
   if (isnan(sim) || isnan(step) || sim <= 0) {
     c->failed = true;
     return 0;
   }
   c->step_s = step;
-  c->busy[R_GPU] = num_after(out, "\"ideal_s\"") / sim;
-  c->busy[R_H2D] = num_after(out, "\"h2d_busy_s\"") / sim;
-  c->busy[R_D2H] = num_after(out, "\"d2h_busy_s\"") / sim;
-  c->busy[R_NVME] = num_after(out, "\"nvme_busy_s\"") / sim;
-  c->busy[R_POOL] = num_after(out, "\"host_opt_busy_s\"") / sim;
+  c->busy[R_GPU] = plan_num_after(out, "\"ideal_s\"") / sim;
+  c->busy[R_H2D] = plan_num_after(out, "\"h2d_busy_s\"") / sim;
+  c->busy[R_D2H] = plan_num_after(out, "\"d2h_busy_s\"") / sim;
+  c->busy[R_NVME] = plan_num_after(out, "\"nvme_busy_s\"") / sim;
+  c->busy[R_POOL] = plan_num_after(out, "\"host_opt_busy_s\"") / sim;
   c->bind = 0;
   for (int r = 1; r < R_COUNT; r++)
     if (c->busy[r] > c->busy[c->bind]) c->bind = r;
-  c->peak_host = (uint64_t)num_after(out, "\"peak_host_bytes\"");
-  c->peak_nvme = (uint64_t)num_after(out, "\"peak_nvme_bytes\"");
+  c->peak_host = (uint64_t)plan_num_after(out, "\"peak_host_bytes\"");
+  c->peak_nvme = (uint64_t)plan_num_after(out, "\"peak_nvme_bytes\"");
   return 0;
 }
 
@@ -516,6 +446,7 @@ int mt_cmd_plan(int argc, char **argv) {
       {"host-opt-gparams-per-s", required_argument, 0, 'O'}, {"seq", required_argument, 0, 's'},
       {"max-step-tokens", required_argument, 0, 'T'}, {"state-compression", required_argument, 0, 'C'},
       {"top", required_argument, 0, 'k'},          {"iterations", required_argument, 0, 'i'},
+      {"trace", required_argument, 0, 'X'},        {"tokens-per-step", required_argument, 0, 'K'},
       {"json", no_argument, 0, 'j'},               {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0},
   };
@@ -529,6 +460,8 @@ int mt_cmd_plan(int argc, char **argv) {
   p.top = 10;
   p.iterations = 2;
   bool json = false;
+  const char *trace = NULL, *model_only = NULL; /* an option that needs --model */
+  uint64_t tokens = 0;
   optind = 1;
   int c;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -540,9 +473,9 @@ int mt_cmd_plan(int argc, char **argv) {
       case 'g': bad = _mt_parse_size(optarg, &p.gpu) || p.gpu == 0; break;
       case 'H': bad = _mt_parse_size(optarg, &p.host) || p.host == 0; break;
       case 'N': bad = _mt_parse_size(optarg, &p.nvme); break;
-      case 'b': bad = parse_bw(optarg, &p.pcie); break;
-      case 'r': bad = parse_bw(optarg, &p.nrd); break;
-      case 'w': bad = parse_bw(optarg, &p.nwr); break;
+      case 'b': bad = plan_parse_bw(optarg, &p.pcie); break;
+      case 'r': bad = plan_parse_bw(optarg, &p.nrd); break;
+      case 'w': bad = plan_parse_bw(optarg, &p.nwr); break;
       case 't':
         p.tflops = strtod(optarg, &end);
         bad = end == optarg || *end || !(p.tflops > 0) || p.tflops > 1e6;
@@ -560,23 +493,49 @@ int mt_cmd_plan(int argc, char **argv) {
         break;
       case 'k': bad = _mt_parse_int(optarg, 1, 32, &iv); p.top = (unsigned)iv; break;
       case 'i': bad = _mt_parse_int(optarg, 2, 100, &iv); p.iterations = (unsigned)iv; break;
+      case 'X': trace = optarg; break;
+      case 'K': bad = _mt_parse_int(optarg, 1, INT64_MAX, &iv); tokens = (uint64_t)iv; break;
       case 'j': json = true; break;
       case 'h': usage(stdout); return 0;
       default: usage(stderr); return 2;
     }
+    const char *name = "?";
+    for (const struct option *o = opts; o->name; o++)
+      if (o->val == c) name = o->name;
     if (bad) {
-      const char *name = "?";
-      for (const struct option *o = opts; o->name; o++)
-        if (o->val == c) name = o->name;
       fprintf(stderr, WHO ": bad value '%s' for --%s (see --help)\n", optarg, name);
       return 2;
     }
+    if (strchr("tsTki", c)) model_only = name;
   }
   if (optind != argc) {
     fprintf(stderr, WHO ": unexpected argument '%s' (see --help)\n", argv[optind]);
     return 2;
   }
-  const char *missing = !p.model ? "--model" : !p.gpu ? "--gpu-mem" : !p.host ? "--host-mem" : !p.pcie ? "--pcie-bw"
+  if (trace || tokens) {
+    if (!trace) {
+      fprintf(stderr, WHO ": --tokens-per-step needs --trace (a model config knows its tokens)\n");
+      return 2;
+    }
+    if (p.model) {
+      fprintf(stderr, WHO ": --model and --trace exclude each other (see --help)\n");
+      return 2;
+    }
+    if (model_only) {
+      fprintf(stderr, WHO ": --%s does not apply with --trace: the trace fixes it (see --help)\n", model_only);
+      return 2;
+    }
+    const char *missing = !p.gpu ? "--gpu-mem" : !p.host ? "--host-mem" : !p.pcie ? "--pcie-bw"
+                          : !p.nrd ? "--nvme-read-bw" : !p.nwr ? "--nvme-write-bw" : NULL;
+    if (missing) {
+      fprintf(stderr, WHO ": %s is required (see --help)\n", missing);
+      return 2;
+    }
+    plan_machine_t m = {.gpu = p.gpu, .host = p.host, .nvme = p.nvme, .pcie = p.pcie, .nrd = p.nrd, .nwr = p.nwr,
+                        .rate = p.rate};
+    return plan_trace(trace, &m, tokens, p.only_comp, json);
+  }
+  const char *missing = !p.model ? "--model or --trace" : !p.gpu ? "--gpu-mem" : !p.host ? "--host-mem" : !p.pcie ? "--pcie-bw"
                         : !p.nrd ? "--nvme-read-bw" : !p.nwr ? "--nvme-write-bw" : NULL;
   if (missing) {
     fprintf(stderr, WHO ": %s is required (see --help)\n", missing);

@@ -49,6 +49,7 @@
 #include "pager.h"
 #include "pager_internal.h"
 #include "predictor.h"
+#include "readcheck.h"
 #include "stats.h"
 #include "trace_io.h"
 
@@ -71,11 +72,15 @@ typedef struct replay {
   bool *keyw;              /* scratch: whether the launch may write each */
   size_t nkeys_cap;
   bool writes_aware;       /* --writes aware: spans only read leave chunks clean */
+  bool belady;             /* compute the Belady bound (--no-belady: not, as plan's replays) */
   hostopt_t *ho;           /* the host optimizer pool */
   mt_handle_t *wev;        /* region id -> the update its weights wait for (0: none) */
   uint8_t *hfunc;          /* function id -> 0, or 1 + (wbytes << 2 | comp) for a hand-off */
   size_t nfunc;
   uint64_t handoffs;
+  readcheck_t reads;       /* what kernels read, and where it was (readcheck.h) */
+  uint64_t *sbytes;        /* scratch: a launch's span bytes */
+  size_t nsbytes;
   char err[256];
 } replay_t;
 
@@ -134,6 +139,11 @@ static void usage(FILE *f) {
           "  --host-opt-mem SIZE   host memory for its FP32 masters and moments (default: all\n"
           "                        of them fit); the rest is read and written through the\n"
           "                        NVMe drive (--nvme-read-bw, --nvme-write-bw) every step\n"
+          "  --state-compression none|8bit|4bit\n"
+          "                        the host optimizer's state format instead of the one\n"
+          "                        the trace's hand-offs name (no GPU kernel touches it)\n"
+          "  --no-belady           skip the Belady bound (its keys: null): it is most of a\n"
+          "                        large replay's time, and mt-trace plan does not use it\n"
           "  --json                one JSON object instead of text\n"
           "  -h, --help            this help\n"
           "\n"
@@ -157,7 +167,11 @@ static void usage(FILE *f) {
           "peak_host_bytes, peak_nvme_bytes (the same plus the optimizer state there); host_opt_* (hand-offs, params, grad_bytes, groups, complete_iterations:\n"
           "iterations in which every group reached the pool exactly once, state_bytes,\n"
           "state_nvme_bytes, state_read, state_written, state_nvme_read, state_nvme_written,\n"
-          "busy_s, nvme_wait_s).\n"
+          "busy_s, nvme_wait_s, conserved_iterations: complete iterations whose state read = state\n"
+          "written = the whole state and gradients in = weights handed off); kernel_read_bytes\n"
+          "(spans kernels read) = kernel_read_on_device_bytes + kernel_read_host_mapped_bytes +\n"
+          "kernel_read_missing_bytes (where each byte was when its kernel was issued; missing is\n"
+          "a pager bug), kernel_written_only_bytes.\n"
           "Exit: 0 ok, 2 bad option or trace, 1 the workload cannot run in that memory.\n");
 }
 
@@ -202,10 +216,18 @@ typedef struct kctx {
   mt_device_t *dev;
   mt_handle_t s;
   uint64_t dur;
+  /* the footprint, for the read check at the moment the kernel is issued */
+  mt_pager_t *p;
+  const uintptr_t *addrs;
+  const uint64_t *bytes;
+  const uint8_t *kinds;       /* NULL: unknown (every span counts as read) */
+  uint32_t n;
+  readcheck_t *rc;
 } kctx_t;
 
 static int run_kernel(void *vctx) {
   kctx_t *k = vctx;
+  readcheck_launch(k->p, k->addrs, k->bytes, k->kinds, k->n, k->rc);
   return _mt_vdev_kernel(k->dev, k->s, k->dur);
 }
 
@@ -223,7 +245,18 @@ static int do_launch(replay_t *r, const mt_trace_launch_t *l, uint64_t dur, uint
   }
   uint32_t n = 0;
   size_t nk = 0;
+  if (l->nfoot > r->nsbytes) {
+    uint64_t *b = realloc(r->sbytes, l->nfoot * sizeof(uint64_t));
+    if (b == NULL) {
+      if (addrs != stackbuf) free(addrs);
+      if (write != stackw) free(write);
+      return -ENOMEM;
+    }
+    r->sbytes = b;
+    r->nsbytes = l->nfoot;
+  }
   for (uint32_t i = 0; i < l->nfoot; i++) {
+    r->sbytes[i] = foot[i].bytes;
     uint64_t id = foot[i].region;
     if (id >= r->nregions || r->addr[id] == 0) {
       snprintf(r->err, sizeof(r->err), "byte %" PRIu64 ": launch uses region %" PRIu64 ", which is not allocated",
@@ -239,7 +272,7 @@ static int do_launch(replay_t *r, const mt_trace_launch_t *l, uint64_t dur, uint
     }
     write[n] = kinds == NULL || kinds[i] != MT_ACC_READ;
     addrs[n++] = r->addr[id] + foot[i].offset;
-    for (uint32_t c = 0; c < r->nchunks[id]; c++) {
+    for (uint32_t c = 0; r->belady && c < r->nchunks[id]; c++) {
       if (nk == r->nkeys_cap) {
         size_t cap = r->nkeys_cap ? r->nkeys_cap * 2 : 4096;
         uint64_t *nkeys = realloc(r->keys, cap * sizeof(uint64_t));
@@ -257,9 +290,9 @@ static int do_launch(replay_t *r, const mt_trace_launch_t *l, uint64_t dur, uint
       r->keys[nk++] = id << 24 | c;
     }
   }
-  int rc = belady_launch(r->bel, r->keys, r->keyw, (uint32_t)nk);
+  int rc = r->belady ? belady_launch(r->bel, r->keys, r->keyw, (uint32_t)nk) : 0;
   uint32_t s = l->stream % MAX_STREAMS;
-  kctx_t k = {r->dev, s, dur};
+  kctx_t k = {r->dev, s, dur, r->p, addrs, r->sbytes, mt_trace_launch_kinds(l), n, &r->reads};
   if (rc == 0) {
     pthread_mutex_lock(&r->p->lock);
     mt_stat_add(launches, 1);
@@ -322,6 +355,7 @@ static int do_handoff(replay_t *r, const mt_trace_launch_t *l, unsigned code, ui
     }
     r->wev[id] = done;
   }
+  hostopt_weights(r->ho, wbytes);
   r->handoffs++;
   return 0;
 }
@@ -343,14 +377,17 @@ int mt_cmd_replay(int argc, char **argv) {
     {"writes", required_argument, 0, 'W'},
     {"host-opt-gparams-per-s", required_argument, 0, 'O'},
     {"host-opt-mem", required_argument, 0, 'S'},
+    {"state-compression", required_argument, 0, 'Z'},
+    {"no-belady", no_argument, 0, 'B'},
     {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
   };
   uint64_t gpu = 0, host = 0, chunk = 0, iters = UINT64_MAX, nvme_mem = 0, opt_mem = UINT64_MAX;
   double opt_rate = 10;
+  int opt_comp = -1;          /* --state-compression: -1 the trace's, else 0 none, 1 8bit, 2 4bit */
   double h2d = 25e9, d2h = 25e9, nvme_rd = 3.2e9, nvme_wr = 3.2e9;
   const char *policy = "nextuse", *predictor = "none";
   unsigned depth = 8, ra_depth = 1024;
-  bool json = false, host_map = true, unmap_sync = true, writes_aware = false;
+  bool json = false, no_belady = false, host_map = true, unmap_sync = true, writes_aware = false;
   int handoff = 0; /* auto */
   optind = 1;
   int c;
@@ -374,6 +411,10 @@ int mt_cmd_replay(int argc, char **argv) {
         break;
       }
       case 'S': bad = _mt_parse_size(optarg, &opt_mem); break;
+      case 'Z':
+        opt_comp = strcmp(optarg, "none") == 0 ? 0 : strcmp(optarg, "8bit") == 0 ? 1 : strcmp(optarg, "4bit") == 0 ? 2 : -1;
+        bad = opt_comp < 0;
+        break;
       case 'p':
         policy = optarg;
         if (_mt_policy_find(policy) == NULL) {
@@ -401,6 +442,7 @@ int mt_cmd_replay(int argc, char **argv) {
         if (!bad) iters = (uint64_t)iv;
         break;
       case 'j': json = true; break;
+      case 'B': no_belady = true; break;
       case 'M':
         if (strcmp(optarg, "on") == 0) host_map = true;
         else if (strcmp(optarg, "off") == 0) host_map = false;
@@ -466,6 +508,7 @@ int mt_cmd_replay(int argc, char **argv) {
                         .unmap_syncs = unmap_sync, .nvme_read_bw = nvme_rd, .nvme_write_bw = nvme_wr};
   replay_t r = {0};
   r.writes_aware = writes_aware;
+  r.belady = !no_belady;
   r.dev = _mt_vdev_new(&vc);
   /* the library's NVMe tier over a store that keeps pages but moves nothing */
   _mt_nvme_cfg_t nvc = {.simulate = true, .max_bytes = nvme_mem};
@@ -535,7 +578,7 @@ int mt_cmd_replay(int argc, char **argv) {
         }
         bool async = f->h.flags & MT_TRF_ASYNC;
         rc = _mt_free(r.addr[f->region], async ? f->stream % MAX_STREAMS : 0, async);
-        if (rc == 0 && r.nchunks[f->region]) rc = belady_free_region(r.bel, f->region, r.nchunks[f->region]);
+        if (rc == 0 && r.belady && r.nchunks[f->region]) rc = belady_free_region(r.bel, f->region, r.nchunks[f->region]);
         r.addr[f->region] = 0;
         break;
       }
@@ -551,6 +594,7 @@ int mt_cmd_replay(int argc, char **argv) {
           break;
         }
         if (k == 0 || nm->id > 1u << 20) break;
+        if (opt_comp >= 0) comp = (unsigned)opt_comp; /* the state is the pool's alone: no kernel reads it */
         if (nm->id >= r.nfunc) {
           size_t n = (size_t)nm->id * 2 + 16;
           uint8_t *f = realloc(r.hfunc, n);
@@ -615,7 +659,7 @@ done:
   if (r.iterations == 0) r.iterations = 1;
 
   belady_result_t br = {0};
-  if (exit_code == 0 && belady_finish(r.bel, &br) < 0) {
+  if (exit_code == 0 && r.belady && belady_finish(r.bel, &br) < 0) {
     fprintf(stderr, "mt-trace replay: out of memory computing the Belady bound\n");
     exit_code = 1;
   }
@@ -635,6 +679,12 @@ done:
     double wall = (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) / 1e9;
     uint64_t rss = (uint64_t)ru.ru_maxrss * 1024;
     uint64_t bel = br.fetch_bytes + br.writeback_bytes;
+    char belj[3][24] = {"null", "null", "null"}; /* --no-belady: not computed */
+    if (r.belady) {
+      snprintf(belj[0], sizeof belj[0], "%" PRIu64, bel);
+      snprintf(belj[1], sizeof belj[1], "%" PRIu64, br.fetches);
+      snprintf(belj[2], sizeof belj[2], "%" PRIu64, br.writebacks);
+    }
     /* prefetch: coverage = fetches made ahead / all fetches; accuracy = of
      * those, used before leaving the GPU; timeliness = of the uses, the
      * ones whose stream did not wait for the copy */
@@ -654,7 +704,7 @@ done:
              "\"stall_s\":%.6f,\"bytes_h2d\":%" PRIu64 ",\"bytes_d2h\":%" PRIu64 ",\"nvme_mem\":%" PRIu64 ","
              "\"nvme_read_bw\":%.0f,\"nvme_write_bw\":%.0f,\"bytes_nvme_read\":%" PRIu64 ","
              "\"bytes_nvme_write\":%" PRIu64 ",\"nvme_spills\":%llu,\"nvme_loads\":%llu,\"nvme_drops\":%llu,\"fetches\":%llu,\"evictions_dirty\":%llu,\"evictions_clean\":%llu,"
-             "\"unmap_waits\":%llu,\"handoffs\":%llu,\"belady_bytes\":%" PRIu64 ",\"belady_fetches\":%" PRIu64 ",\"belady_writebacks\":%" PRIu64 ","
+             "\"unmap_waits\":%llu,\"handoffs\":%llu,\"belady_bytes\":%s,\"belady_fetches\":%s,\"belady_writebacks\":%s,"
              "\"launches\":%" PRIu64 ",\"launches_host_mapped\":%" PRIu64 ",\"host_mapped_bytes\":%" PRIu64 ","
              "\"iterations\":%" PRIu64 ",\"prefetches\":%llu,\"write_behind\":%llu,\"write_behind_used\":%llu,\"coverage\":%s,\"accuracy\":%s,"
              "\"timeliness\":%s,\"stream_wait_s\":%.6f,\"replay_wall_s\":%.3f,\"replay_max_rss_bytes\":%" PRIu64 ",",
@@ -665,7 +715,7 @@ done:
              (unsigned long long)mt_stat_get(nvme_spills), (unsigned long long)mt_stat_get(nvme_loads),
              (unsigned long long)mt_stat_get(nvme_drops), (unsigned long long)mt_stat_get(fetches),
              (unsigned long long)mt_stat_get(evictions_dirty), (unsigned long long)mt_stat_get(evictions_clean),
-             (unsigned long long)mt_stat_get(unmap_waits), (unsigned long long)mt_stat_get(handoffs), bel, br.fetches, br.writebacks, r.launches, t.host_mapped_kernels, t.host_mapped_bytes, r.iterations,
+             (unsigned long long)mt_stat_get(unmap_waits), (unsigned long long)mt_stat_get(handoffs), belj[0], belj[1], belj[2], r.launches, t.host_mapped_kernels, t.host_mapped_bytes, r.iterations,
              (unsigned long long)pfs, (unsigned long long)mt_stat_get(write_behind),
              (unsigned long long)mt_stat_get(write_behind_used), cov, acc, tim, (double)t.stream_wait_ns / 1e9,
              wall, rss);
@@ -695,10 +745,15 @@ done:
              "\"host_opt_complete_iterations\":%" PRIu64 ",\"host_opt_state_bytes\":%" PRIu64 ","
              "\"host_opt_state_nvme_bytes\":%" PRIu64 ",\"host_opt_state_read\":%" PRIu64 ","
              "\"host_opt_state_written\":%" PRIu64 ",\"host_opt_state_nvme_read\":%" PRIu64 ","
-             "\"host_opt_state_nvme_written\":%" PRIu64 ",\"host_opt_busy_s\":%.6f,\"host_opt_nvme_wait_s\":%.6f}\n",
+             "\"host_opt_state_nvme_written\":%" PRIu64 ",\"host_opt_busy_s\":%.6f,\"host_opt_nvme_wait_s\":%.6f,"
+             "\"host_opt_conserved_iterations\":%" PRIu64 ",\"kernel_read_bytes\":%" PRIu64 ","
+             "\"kernel_read_on_device_bytes\":%" PRIu64 ",\"kernel_read_host_mapped_bytes\":%" PRIu64 ","
+             "\"kernel_read_missing_bytes\":%" PRIu64 ",\"kernel_written_only_bytes\":%" PRIu64 "}\n",
              ht.steps, opt_rate, opt_mem == UINT64_MAX ? -1.0 : (double)opt_mem, ht.params, ht.grad_bytes,
              ht.groups, ht.groups_complete, ht.state_bytes, ht.state_nvme_bytes, ht.state_read, ht.state_written,
-             ht.state_nvme_read, ht.state_nvme_written, (double)ht.busy_ns / 1e9, (double)ht.nvme_wait_ns / 1e9);
+             ht.state_nvme_read, ht.state_nvme_written, (double)ht.busy_ns / 1e9, (double)ht.nvme_wait_ns / 1e9,
+             ht.iters_conserved, r.reads.read, r.reads.on_device, r.reads.host_mapped, r.reads.missing,
+             r.reads.written_only);
     } else {
       printf("replay of %s: %" PRIu64 " launches, %" PRIu64 " iteration(s)\n", path, r.launches, r.iterations);
       printf("  GPU memory %.2f GiB, host %.2f GiB, link %.1f/%.1f GB/s, policy %s, predictor %s, writes %s\n",
@@ -723,8 +778,11 @@ done:
                (unsigned long long)mt_stat_get(nvme_drops));
       else
         printf("  NVMe read/write  %12.3f GB   (no NVMe tier: give --nvme-mem)\n", 0.0);
-      printf("  Belady bound     %12.3f GB   (%" PRIu64 " fetches, %" PRIu64 " write-backs%s)\n", (double)bel / 1e9,
-             br.fetches, br.writebacks, br.infeasible ? "; some launch alone exceeds the memory" : "");
+      if (!r.belady)
+        printf("  Belady bound     not computed (--no-belady)\n");
+      else
+        printf("  Belady bound     %12.3f GB   (%" PRIu64 " fetches, %" PRIu64 " write-backs%s)\n", (double)bel / 1e9,
+               br.fetches, br.writebacks, br.infeasible ? "; some launch alone exceeds the memory" : "");
       if (r.p->pf == NULL)
         printf("  prefetch         n/a (no predictor)\n");
       else
@@ -740,6 +798,9 @@ done:
                "(%.3f GB on NVMe); pool busy %.3f s (%.4g G params/s FP32), waited %.3f s for NVMe\n",
                ht.steps, (double)ht.params, (double)ht.grad_bytes / 1e9, (double)ht.state_bytes / 1e9,
                (double)ht.state_nvme_bytes / 1e9, (double)ht.busy_ns / 1e9, opt_rate, (double)ht.nvme_wait_ns / 1e9);
+      printf("  kernels read     %12.3f GB   (%.3f on the device, %.3f host-mapped, %.3f missing)\n",
+             (double)r.reads.read / 1e9, (double)r.reads.on_device / 1e9, (double)r.reads.host_mapped / 1e9,
+             (double)r.reads.missing / 1e9);
       printf("  replay took %.2f s, %.1f MiB peak memory\n", wall, (double)rss / (1 << 20));
     }
   }
@@ -751,6 +812,7 @@ done:
   free(r.nchunks);
   free(r.keys);
   free(r.keyw);
+  free(r.sbytes);
   free(r.iter_start);
   free(r.iter_kernel);
   mt_trace_close(tr);

@@ -1,0 +1,99 @@
+/*
+ * plan_util.c - the children of `mt-trace plan` and reading their output
+ * (plan.h). The planner runs its own executable (/proc/self/exe) so that
+ * synth, summary and replay are exactly the commands a user can run by
+ * hand; their output is text or one JSON object, read by key.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "plan.h"
+
+int plan_parse_bw(const char *s, double *out) {
+  char *end;
+  double v = strtod(s, &end), mul = 1;
+  switch (*end) {
+    case 'k': case 'K': mul = 1e3; end++; break;
+    case 'm': case 'M': mul = 1e6; end++; break;
+    case 'g': case 'G': mul = 1e9; end++; break;
+    case 't': case 'T': mul = 1e12; end++; break;
+    default: break;
+  }
+  if (end == s || *end || !(v > 0) || !isfinite(v)) return -EINVAL;
+  *out = v * mul;
+  return 0;
+}
+
+int plan_child(const char *self, const char *dir, const char *const *args, char *out, size_t cap) {
+  int fd[2];
+  if (pipe(fd) < 0) return -1;
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fd[0]);
+    close(fd[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    dup2(fd[1], 1);
+    close(fd[0]);
+    close(fd[1]);
+    char err[600];
+    snprintf(err, sizeof err, "%s/stderr", dir);
+    FILE *n = freopen(err, "w", stderr);
+    (void)n;
+    execv(self, (char *const *)args);
+    _exit(127);
+  }
+  close(fd[1]);
+  size_t len = 0;
+  ssize_t k;
+  while ((k = read(fd[0], out + len, cap - 1 - len)) > 0) len += (size_t)k;
+  out[len] = '\0';
+  char sink[4096];
+  while (read(fd[0], sink, sizeof sink) > 0) {}
+  close(fd[0]);
+  int st;
+  if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return -1;
+  return WEXITSTATUS(st);
+}
+
+void plan_last_error(const char *dir, char *buf, size_t n) {
+  char path[600], line[512];
+  snprintf(path, sizeof path, "%s/stderr", dir);
+  buf[0] = '\0';
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  while (fgets(line, sizeof line, f))
+    if (line[0] != '\n') snprintf(buf, n, "%.*s", (int)strcspn(line, "\n"), line);
+  fclose(f);
+}
+
+double plan_num_after(const char *text, const char *key) {
+  const char *s = strstr(text, key);
+  if (!s) return NAN;
+  s += strlen(key);
+  while (*s == ' ' || *s == ':' || *s == '"' || *s == '[') s++;
+  char *end;
+  double v = strtod(s, &end);
+  return end == s ? NAN : v;
+}
+
+double plan_last_of(const char *text, const char *key) {
+  const char *s = strstr(text, key);
+  if (!s || !(s = strchr(s, '['))) return NAN;
+  const char *e = strchr(s, ']');
+  double v = NAN;
+  for (const char *q = s + 1; e && q < e;) {
+    char *end;
+    double x = strtod(q, &end);
+    if (end == q) break;
+    v = x;
+    q = *end == ',' ? end + 1 : end;
+  }
+  return v;
+}
