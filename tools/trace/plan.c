@@ -369,8 +369,8 @@ static void print_text(const plan_t *p, unsigned replayed) {
   if (b->spills || b->state_nvme) printf(" MT_OFFLOAD_DIR=<the NVMe RAID's folder>");
   printf("\n");
   if (b->host)
-    printf("  (MT_MAX_HOST holds the host optimizer's memory too: %.1f GB of it here, the rest of its state\n"
-           "  on NVMe, which the library does not do yet: it keeps all of its state in host memory)\n",
+    printf("  (MT_MAX_HOST holds the host optimizer's memory too: %.1f GB of it here; the state that does\n"
+           "  not fit goes to MT_OFFLOAD_DIR, streamed through staging buffers at each step)\n",
            (double)b->opt_host / 1e9);
   printf("training flags:\n  micro-batch %u, gradient accumulation %u, sequence %llu, %s\n", b->mb, b->ga,
          (unsigned long long)(b->tokens / b->mb / b->ga),

@@ -244,8 +244,8 @@ static void print_text(const tplan_t *p, uint64_t peak_live) {
     printf("  (MT_MAX_HOST holds the host optimizer's state too: %.3g GB of it, all of the state)\n",
            (double)b->opt_mem / 1e9);
   else if (p->handoffs)
-    printf("  (MT_MAX_HOST holds the host optimizer's memory too: %.3g GB of it here, the rest of its state,\n"
-           "  %.3g GB, on NVMe, which the library does not do yet: it keeps all of its state in host memory)\n",
+    printf("  (MT_MAX_HOST holds the host optimizer's memory too: %.3g GB of it here; the rest of its state,\n"
+           "  %.3g GB, goes to MT_OFFLOAD_DIR, streamed through staging buffers at each step)\n",
            (double)b->opt_mem / 1e9, (double)(b->state_bytes - b->opt_mem) / 1e9);
   printf("training flags:\n  as recorded (re-record the trace to change micro-batch, accumulation or checkpointing)\n");
   printf("why the others lose (the best other value of each knob, everything else as above):\n");
