@@ -546,18 +546,9 @@ int mt_cmd_plan(int argc, char **argv) {
     return 2;
   }
   static char self[4096];
-  ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (sl <= 0) {
-    fprintf(stderr, WHO ": cannot find its own executable: %s\n", strerror(errno));
-    return 1;
-  }
-  self[sl] = '\0';
-  p.self = self;
   char dir[] = "/tmp/mt-plan.XXXXXX";
-  if (!mkdtemp(dir)) {
-    fprintf(stderr, WHO ": cannot make a folder for traces: %s\n", strerror(errno));
-    return 1;
-  }
+  if (plan_setup(self, sizeof self, dir) != 0) return 1;
+  p.self = self;
   p.dir = dir;
 
   /* the candidates; synth checks the model (a bad config is its message, exit 2) */

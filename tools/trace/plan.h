@@ -23,6 +23,10 @@ int plan_parse_bw(const char *s, double *out);
 /* Runs the executable self with args (NULL-terminated), its stdout into out
  * (NUL-terminated, truncated to cap), its stderr into DIR/stderr (see
  * plan_last_error). Returns the exit status, or -1 when it could not run. */
+/* Its own executable (the replays run as child processes of it) into
+ * self[0..cap), and a scratch folder made from the mkdtemp template dir.
+ * 0, or 1 after a message naming the command. */
+int plan_setup(char *self, size_t cap, char *dir);
 int plan_child(const char *self, const char *dir, const char *const *args, char *out, size_t cap);
 
 /* The last non-empty line the last child wrote to stderr, into buf ("" if none). */

@@ -317,18 +317,9 @@ int plan_trace(const char *trace, const plan_machine_t *m, uint64_t tokens, int 
     return 2;
   }
   static char self[4096];
-  ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (sl <= 0) {
-    fprintf(stderr, WHO ": cannot find its own executable: %s\n", strerror(errno));
-    return 1;
-  }
-  self[sl] = '\0';
-  p.self = self;
   char dir[] = "/tmp/mt-plan.XXXXXX";
-  if (!mkdtemp(dir)) {
-    fprintf(stderr, WHO ": cannot make a folder for its scratch files: %s\n", strerror(errno));
-    return 1;
-  }
+  if (plan_setup(self, sizeof self, dir) != 0) return 1;
+  p.self = self;
   p.dir = dir;
   int rc = 0;
 

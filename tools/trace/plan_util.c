@@ -97,3 +97,17 @@ double plan_last_of(const char *text, const char *key) {
   }
   return v;
 }
+
+int plan_setup(char *self, size_t cap, char *dir) {
+  ssize_t sl = readlink("/proc/self/exe", self, cap - 1);
+  if (sl <= 0) {
+    fprintf(stderr, "mt-trace plan: cannot find its own executable: %s\n", strerror(errno));
+    return 1;
+  }
+  self[sl] = '\0';
+  if (!mkdtemp(dir)) {
+    fprintf(stderr, "mt-trace plan: cannot make a folder for its scratch files: %s\n", strerror(errno));
+    return 1;
+  }
+  return 0;
+}
