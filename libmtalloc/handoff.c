@@ -62,7 +62,7 @@ static bool handable(mt_pager_t *p, mt_region_t *r, uint32_t si) {
  * old kernel measured faster (BERT 98.0% against 93.3% of ideal, the
  * README's prefetch table); where evictions go to the drives every byte
  * counts (ResNet-152: 75.3% against 74.7%, 67 GB less NVMe traffic). */
-static bool handoff_on(const mt_pager_t *p) {
+bool _mt_handoff_on(const mt_pager_t *p) {
   return p->handoff == 1 || (p->handoff == 0 && p->live[CH_NVME] > 0);
 }
 
@@ -81,7 +81,7 @@ static int handed_push(mt_physpool_t *pl, mt_handle_t h) {
 size_t _mt_handoff(mt_pager_t *p, size_t need) {
   mt_physpool_t *pl = &p->pool;
   mt_handle_t s;
-  if (!handoff_on(p) || p->used + need <= p->budget || p->pending == NULL || p->op_si == 0 || p->op_fresh == 0 ||
+  if (!_mt_handoff_on(p) || p->used + need <= p->budget || p->pending == NULL || p->op_si == 0 || p->op_fresh == 0 ||
       _mt_capture_active(p) ||
       !_mt_stream_recordable(p, p->op_si, &s))
     return 0;

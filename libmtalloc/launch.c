@@ -242,11 +242,15 @@ static int launch_prepared(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_hand
     /* Room for every chunk the footprint lacks, in one go (see
      * _mt_make_room); a failure here is left to the region that meets it. */
     size_t lack = 0;
+    /* never-touched chunks, which only freed memory handed on may back:
+     * counted only when some may be (a walk over every chunk otherwise) */
+    bool fresh = p->pending != NULL && _mt_handoff_on(p);
     for (size_t i = 0; i < fp->n; i++) {
       mt_region_t *r = fp->r[i];
       if (_mt_region_bytes(p, r) == 0 || r->ndevice == r->nchunks) continue;
       lack += (size_t)(r->nchunks - r->ndevice) * p->chunk;
-      for (uint32_t k = 0; k < r->nchunks; k++) p->op_fresh += (size_t)(r->chunks[k].state == CH_NONE) * p->chunk;
+      for (uint32_t k = 0; fresh && k < r->nchunks; k++)
+        p->op_fresh += (size_t)(r->chunks[k].state == CH_NONE) * p->chunk;
     }
     if (lack > 0) _mt_make_room(p, lack);
   }

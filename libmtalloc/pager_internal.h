@@ -169,6 +169,9 @@ void _mt_nv_drop(mt_pager_t *p, mt_chunk_t *c);
  * being prepared (p->op_si) to the pool until `need` fits; returns the
  * bytes handed. */
 size_t _mt_handoff(struct mt_pager *p, size_t need);
+/* Whether freed memory may be handed on now (MT_HANDOFF, and for auto,
+ * chunks living on NVMe). */
+bool _mt_handoff_on(const struct mt_pager *p);
 /* A handed handle for a chunk fetched through h2d (via_h2d) or used by the
  * launch being prepared: 1 and *h, or 0 when none may be used. */
 int _mt_handoff_take(struct mt_pager *p, bool via_h2d, mt_handle_t *h);
