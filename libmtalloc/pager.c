@@ -70,24 +70,11 @@ static uint64_t now_ns(void) {
 }
 
 /* Region counters behind the launch fast path (_mt_range_resident). */
-static void set_dirty(mt_pager_t *p, mt_chunk_t *c) {
+void _mt_set_dirty(mt_pager_t *p, mt_chunk_t *c) {
   _mt_wb_cancel(c); /* a write-behind copy in flight no longer makes it clean */
   if (!c->dirty && c->state == CH_DEVICE) c->region->nclean--;
   c->dirty = true;
   if (c->nv != NULL) _mt_nv_drop(p, c); /* its NVMe copy is stale now */
-}
-
-/* The host tier's policy (spill order) holds exactly the HOST chunks, when
- * there is an NVMe tier. A chunk is in at most one of the two policies:
- * they share its node. */
-void _mt_host_tier_in(mt_pager_t *p, mt_chunk_t *c) {
-  if (p->nv == NULL) return;
-  _mt_set_due(p, c);
-  p->pol_ops->insert(p->nv->hpol, &c->node);
-}
-
-static void host_tier_out(mt_pager_t *p, mt_chunk_t *c) {
-  if (p->nv != NULL && c->node.linked) p->pol_ops->remove(p->nv->hpol, &c->node);
 }
 
 static void live_publish(mt_pager_t *p) {
@@ -159,89 +146,6 @@ void _mt_check_region(const mt_pager_t *p, const mt_region_t *r) {
 #endif
 }
 
-/* ---- host copies ------------------------------------------------------------ */
-
-void _mt_retained_unlink(mt_chunk_t *c) {
-  if (!c->retained) return;
-  c->rprev->rnext = c->rnext;
-  c->rnext->rprev = c->rprev;
-  c->retained = false;
-}
-
-void _mt_retained_link(mt_pager_t *p, mt_chunk_t *c) {
-  if (c->retained) return;
-  c->rnext = p->retained.rnext;
-  c->rprev = &p->retained;
-  p->retained.rnext->rprev = c;
-  p->retained.rnext = c;
-  c->retained = true;
-}
-
-/* Gives c's host copy back to the pool; c must not be HOST (its address
- * would still map the slot). No driver call. */
-void _mt_host_release(mt_pager_t *p, mt_chunk_t *c) {
-  if (c->host_addr == 0) return;
-  _mt_wb_settle(p, c);
-  _mt_retained_unlink(c);
-  mt_host_slot_t sl = {c->host, c->host_off, c->host_addr};
-  _mt_pool_host_put(p, &sl);
-  c->host = 0;
-  c->host_off = 0;
-  c->host_addr = 0;
-  p->host_used -= p->chunk;
-}
-
-static int host_spill(mt_pager_t *p, size_t need);
-
-int _mt_host_room(mt_pager_t *p, size_t bytes, bool spill) {
-  if (p->host_used + bytes <= p->host_budget) return 0;
-  if (p->retained.rprev != &p->retained && (p->h2d_unsynced || p->ndefer > 0)) {
-    /* A retained copy may be the source of a fetch still on the h2d
-     * stream, or of one deferred and not issued yet (ndefer: it would copy
-     * whatever the slot holds by then); its slot goes back to the pool and
-     * is written at once by whoever asked for the room: the fetches must be
-     * issued and done first. The host waits, only when the host budget is
-     * full (with an NVMe tier, whenever host memory is). */
-    int rc = _mt_fetch_flush(p);
-    if (rc == 0) rc = _mt_h2d_drain(p, false);
-    if (rc < 0) return rc;
-  }
-  while (p->host_used + bytes > p->host_budget && p->retained.rprev != &p->retained) {
-    mt_chunk_t *old = p->retained.rprev; /* the oldest retained copy */
-    _mt_host_release(p, old);
-    set_dirty(p, old);
-  }
-  if (p->host_used + bytes > p->host_budget && spill && p->nv != NULL) {
-    /* A spill that fails (no space, I/O error: the store said which, with
-     * the directory, file and offset) leaves its chunks in host memory;
-     * the operation that needed the room fails out-of-memory. */
-    (void)host_spill(p, (p->host_used + bytes - p->host_budget + p->chunk - 1) / p->chunk);
-  }
-  return p->host_used + bytes > p->host_budget ? -ENOMEM : 0;
-}
-
-/* Gives c a host copy (contents undefined) from the pool, making the room
- * first (_mt_host_room). */
-int _mt_host_get_ex(mt_pager_t *p, mt_chunk_t *c, bool spill) {
-  if (c->host_addr != 0) return 0;
-  int rc = _mt_host_room(p, p->chunk, spill);
-  if (rc == -ENOMEM && p->nv == NULL)
-    mt_error("host memory budget MT_MAX_HOST=%zu is full: cannot evict a %zu-byte chunk "
-             "(raise MT_MAX_HOST, or lower the model's memory)", p->host_budget, p->chunk);
-  if (rc < 0) return rc; /* with an NVMe tier, host_spill said why */
-  mt_host_slot_t sl;
-  if ((rc = _mt_pool_host_get(p, &sl)) < 0) return rc;
-  c->host = sl.h;
-  c->host_off = sl.off;
-  c->host_addr = sl.addr;
-  p->host_used += p->chunk;
-  return 0;
-}
-
-static int host_get(mt_pager_t *p, mt_chunk_t *c) {
-  return _mt_host_get_ex(p, c, true);
-}
-
 int _mt_copy_wait(mt_pager_t *p, uintptr_t dst, uintptr_t src, size_t n, mt_handle_t s) {
   int rc = p->dev->ops->copy(p->dev, dst, src, n, s);
   if (rc == 0) rc = p->dev->ops->event_record(p->dev, p->ev_evict, s);
@@ -296,73 +200,6 @@ static void sort_by_va(mt_chunk_t **b, int n) {
   }
 }
 
-/* ---- spill: HOST -> NVMe ------------------------------------------------------- */
-
-/* A HOST chunk may go to NVMe unless the operation being prepared uses it,
- * or a kernel in flight may reach its host copy through its mapping. */
-static bool host_eligible(mt_policy_node_t *n, void *arg) {
-  mt_pager_t *p = arg;
-  mt_chunk_t *c = _mt_chunk_of(n);
-  mt_region_t *r = c->region;
-  if (r->freed || r->epoch == p->epoch || c->epoch == p->epoch) return false;
-  return !(r->hostuse && _mt_region_held(p, r, false));
-}
-
-#define SPILL_BATCH 8 /* chunks written together: the drive's queue stays busy */
-
-/* Moves at least `need` HOST chunks (SPILL_BATCH when fewer are asked) to
- * NVMe, freeing their host copies: the host tier's eviction. A chunk whose
- * write fails stays HOST (nothing lost). 0, -ENOMEM (none can move now) or
- * the store's error (-ENOSPC, -EIO) when none moved. */
-static int host_spill(mt_pager_t *p, size_t need) {
-  if (_mt_capture_active(p)) return -ENOMEM; /* no unmap or wait during a capture */
-  mt_chunk_t *batch[EVICT_BATCH];
-  bool ok[EVICT_BATCH];
-  size_t want = need < SPILL_BATCH ? SPILL_BATCH : need > EVICT_BATCH ? EVICT_BATCH : need;
-  int n = 0;
-  while ((size_t)n < want) {
-    mt_policy_node_t *node = p->pol_ops->victim(p->nv->hpol, host_eligible, p);
-    if (node == NULL) break;
-    p->pol_ops->remove(p->nv->hpol, node);
-    batch[n++] = _mt_chunk_of(node);
-  }
-  if (n == 0) {
-    mt_error("host memory budget MT_MAX_HOST=%zu is full and no host chunk can move to NVMe now (the "
-             "operation being prepared uses them all): raise MT_MAX_HOST", p->host_budget);
-    return -ENOMEM;
-  }
-  int rc = _mt_nv_write(p, batch, n, ok);
-  int moved = 0;
-  if (rc > 0 && p->host_mapped && (rc = _mt_unmap_fence(p)) < 0) {
-    for (int i = 0; i < n; i++) ok[i] = false; /* written, still HOST: the NVMe copy stays valid */
-  }
-  for (int i = 0; i < n; i++) {
-    mt_chunk_t *c = batch[i];
-    if (!ok[i]) {
-      _mt_host_tier_in(p, c);
-      continue;
-    }
-    if (p->host_mapped) p->dev->ops->unmap(p->dev, _mt_chunk_va(p, c), p->chunk);
-    _mt_host_release(p, c);
-    c->state = CH_NVME;
-    _mt_live_move(p, c, CH_HOST, CH_NVME, false);
-    moved++;
-    mt_stat_add(nvme_spills, 1);
-    if (_mt_trace_on())
-      _mt_trace_move(MT_TR_EVICT, c->region->id, c->index, MT_TIER_HOST, MT_TIER_NVME, true, false, _mt_chunk_data(p, c));
-  }
-  _mt_pool_check(p);
-  if (moved == 0) return rc < 0 ? rc : -ENOMEM;
-  return 0;
-}
-
-int _mt_host_spill(mt_pager_t *p, size_t need) {
-  /* quietly nothing when no chunk may move (host_spill would say so as an
-   * error: a caller that only wants room ahead has nothing to report) */
-  if (p->nv == NULL || p->pol_ops->victim(p->nv->hpol, host_eligible, p) == NULL) return -ENOMEM;
-  return host_spill(p, need);
-}
-
 /* Frees device memory until `need` more bytes fit in the budget. Chunks of
  * regions in the current epoch (the operation being prepared) are never
  * chosen; with may_wait false, neither are chunks that work in flight
@@ -412,9 +249,9 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
       mt_chunk_t *c = _mt_chunk_of(node);
       if (vc.wait && _mt_region_held(p, c->region, true)) return -EIO;
       p->pol_ops->remove(p->pol, node); /* out of the way of the next pick */
-      /* and of host_get's drop of retained copies, which would take the
+      /* and of _mt_host_get_ex's drop of retained copies, which would take the
        * host copy this eviction relies on (a clean victim is skipped by the
-       * copy loop before a later victim's host_get runs) */
+       * copy loop before a later victim's _mt_host_get_ex runs) */
       _mt_retained_unlink(_mt_chunk_of(node));
       batch[n++] = c;
       freed += p->chunk;
@@ -432,9 +269,9 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
       _mt_wb_cleaned(p, c, true); /* a write-behind copy in flight: wait for it, not a second copy */
       if (!c->dirty && (c->host_addr != 0 || c->nv != NULL)) { /* a valid copy is kept */
         if (c->host_addr == 0 || _mt_verify_clean(p, c) == 0) continue;
-        set_dirty(p, c); /* MT_VERIFY_CLEAN: written against mt_advise, or unchecked: keep it */
+        _mt_set_dirty(p, c); /* MT_VERIFY_CLEAN: written against mt_advise, or unchecked: keep it */
       }
-      if ((rc = host_get(p, c)) < 0) {
+      if ((rc = _mt_host_get_ex(p, c, true)) < 0) {
         if (rc != -ENOMEM || i == 0) break;
         /* Host memory for part of the batch only: evict those, return the
          * rest to the policy, go round again. */
@@ -735,7 +572,7 @@ static int run_to_device(mt_pager_t *p, mt_chunk_t *cs, int n, const bool *fetch
       if (c->nv != NULL) _mt_nv_drop(p, c);
       if (c->host_addr != 0) _mt_retained_link(p, c);
     }
-    host_tier_out(p, c);
+    _mt_host_tier_out(p, c);
     c->dev = h[i];
     _mt_live_move(p, c, c->state, CH_DEVICE, !((c->state == CH_HOST || from_nvme) && fetch[i]));
     c->state = CH_DEVICE;
@@ -808,7 +645,7 @@ int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len
         r->npf--;
         mt_stat_add(prefetch_used, 1);
       }
-      if (write) set_dirty(p, c); /* a host copy it keeps is stale now */
+      if (write) _mt_set_dirty(p, c); /* a host copy it keeps is stale now */
       i++;
       continue;
     }
@@ -823,7 +660,7 @@ int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len
       if (c[n].state == CH_NVME && fetch[n] && nnv++ == p->nv->nslots) break;
     }
     rc = run_to_device(p, c, n, fetch);
-    for (int k = 0; k < n && rc == 0 && write; k++) set_dirty(p, &c[k]);
+    for (int k = 0; k < n && rc == 0 && write; k++) _mt_set_dirty(p, &c[k]);
     i += (size_t)n;
   }
   _mt_check_region(p, r);
@@ -861,7 +698,7 @@ void _mt_region_hold(mt_pager_t *p, mt_region_t *r, uint32_t si, uint64_t seq) {
  * cudaMalloc's are), mapped at its address where host mappings are on:
  * from then on it is HOST like an evicted chunk. */
 int _mt_chunk_host_back(mt_pager_t *p, mt_chunk_t *c) {
-  int rc = host_get(p, c);
+  int rc = _mt_host_get_ex(p, c, true);
   if (rc < 0) return rc;
   /* an NVME chunk comes back into its new host copy */
   if (c->state == CH_NVME && (rc = _mt_nv_read_host(p, c)) < 0) {
@@ -953,7 +790,7 @@ int _mt_region_use_in_place(mt_pager_t *p, mt_region_t *r, size_t *host_bytes) {
     if (c->state == CH_DEVICE) {
       _mt_set_due(p, c);
       p->pol_ops->touch(p->pol, &c->node);
-      set_dirty(p, c);
+      _mt_set_dirty(p, c);
       continue;
     }
     if (c->state == CH_NONE || c->state == CH_NVME) {
@@ -1041,7 +878,7 @@ static void region_destroy(mt_pager_t *p, mt_region_t *r) {
       _mt_pool_dev_put(p, c->dev);
       c->dev = 0;
     }
-    if (c->state == CH_HOST) host_tier_out(p, c);
+    if (c->state == CH_HOST) _mt_host_tier_out(p, c);
     if (c->nv != NULL) _mt_nv_drop(p, c);
     _mt_live_move(p, c, c->state, CH_NONE, false);
     c->state = CH_NONE;

@@ -462,8 +462,13 @@ void _mt_retained_unlink(mt_chunk_t *c);
 /* c moves between tiers (CH_*): the live counts follow; trace_it records a
  * placement no other record shows. */
 void _mt_live_move(mt_pager_t *p, mt_chunk_t *c, int from, int to, bool trace_it);
-/* c became HOST: the host tier's policy (spill order) takes it. */
+/* c became HOST: the host tier's policy (spill order) takes it; and c
+ * leaves the HOST state. */
 void _mt_host_tier_in(mt_pager_t *p, mt_chunk_t *c);
+void _mt_host_tier_out(mt_pager_t *p, mt_chunk_t *c);
+/* c (DEVICE or HOST) is written: its host or NVMe copy is stale, and any
+ * write-behind copy in flight no longer makes it clean. */
+void _mt_set_dirty(mt_pager_t *p, mt_chunk_t *c);
 /* A NONE or NVME chunk gets a host copy (read back from NVMe), mapped at
  * its address with host mappings: HOST. 0 or -errno. */
 int _mt_chunk_host_back(mt_pager_t *p, mt_chunk_t *c);

@@ -1,0 +1,175 @@
+/*
+ * hosttier.c - the host tier: host copies of chunks inside MT_MAX_HOST, and
+ * their spill to NVMe when it is full.
+ *
+ * Concept: the pager (pager.c) moves chunks between the device and host
+ * copies; this file keeps the host copies' budget. A host copy comes from
+ * the pool (physpool.c). When the budget is full, the copies that DEVICE
+ * chunks keep only to be evicted for free ("retained", newest first on
+ * p->retained) give way first, oldest first (their chunks become dirty);
+ * then, with an NVMe tier, HOST chunks chosen by the host tier's own
+ * policy instance (the pager's policy over HOST chunks, sharing each
+ * chunk's node: a chunk is in at most one of the two) move to NVMe in
+ * batches (tier_nvme.c writes them).
+ *
+ * Threading: under the pager lock.
+ */
+#include <errno.h>
+
+#include "pager_internal.h"
+#include "trace.h"
+#include "trace_io.h"
+
+/* A HOST chunk may go to NVMe unless the operation being prepared uses it,
+ * or a kernel in flight may reach its host copy through its mapping. */
+static bool host_eligible(mt_policy_node_t *n, void *arg) {
+  mt_pager_t *p = arg;
+  mt_chunk_t *c = _mt_chunk_of(n);
+  mt_region_t *r = c->region;
+  if (r->freed || r->epoch == p->epoch || c->epoch == p->epoch) return false;
+  return !(r->hostuse && _mt_region_held(p, r, false));
+}
+
+#define SPILL_BATCH 8 /* chunks written together: the drive's queue stays busy */
+
+/* Moves at least `need` HOST chunks (SPILL_BATCH when fewer are asked) to
+ * NVMe, freeing their host copies: the host tier's eviction. A chunk whose
+ * write fails stays HOST (nothing lost). 0, -ENOMEM (none can move now) or
+ * the store's error (-ENOSPC, -EIO) when none moved. quiet: none movable
+ * is no error to report (a caller that only wants room ahead). */
+static int host_spill(mt_pager_t *p, size_t need, bool quiet) {
+  if (_mt_capture_active(p)) return -ENOMEM; /* no unmap or wait during a capture */
+  mt_chunk_t *batch[EVICT_BATCH];
+  bool ok[EVICT_BATCH];
+  size_t want = need < SPILL_BATCH ? SPILL_BATCH : need > EVICT_BATCH ? EVICT_BATCH : need;
+  int n = 0;
+  while ((size_t)n < want) {
+    mt_policy_node_t *node = p->pol_ops->victim(p->nv->hpol, host_eligible, p);
+    if (node == NULL) break;
+    p->pol_ops->remove(p->nv->hpol, node);
+    batch[n++] = _mt_chunk_of(node);
+  }
+  if (n == 0) {
+    if (quiet) return -ENOMEM;
+    mt_error("host memory budget MT_MAX_HOST=%zu is full and no host chunk can move to NVMe now (the "
+             "operation being prepared uses them all): raise MT_MAX_HOST", p->host_budget);
+    return -ENOMEM;
+  }
+  int rc = _mt_nv_write(p, batch, n, ok);
+  int moved = 0;
+  if (rc > 0 && p->host_mapped && (rc = _mt_unmap_fence(p)) < 0) {
+    for (int i = 0; i < n; i++) ok[i] = false; /* written, still HOST: the NVMe copy stays valid */
+  }
+  for (int i = 0; i < n; i++) {
+    mt_chunk_t *c = batch[i];
+    if (!ok[i]) {
+      _mt_host_tier_in(p, c);
+      continue;
+    }
+    if (p->host_mapped) p->dev->ops->unmap(p->dev, _mt_chunk_va(p, c), p->chunk);
+    _mt_host_release(p, c);
+    c->state = CH_NVME;
+    _mt_live_move(p, c, CH_HOST, CH_NVME, false);
+    moved++;
+    mt_stat_add(nvme_spills, 1);
+    if (_mt_trace_on())
+      _mt_trace_move(MT_TR_EVICT, c->region->id, c->index, MT_TIER_HOST, MT_TIER_NVME, true, false, _mt_chunk_data(p, c));
+  }
+  _mt_pool_check(p);
+  if (moved == 0) return rc < 0 ? rc : -ENOMEM;
+  return 0;
+}
+
+int _mt_host_spill(mt_pager_t *p, size_t need) {
+  return p->nv == NULL ? -ENOMEM : host_spill(p, need, true);
+}
+
+/* The host tier's policy (spill order) holds exactly the HOST chunks, when
+ * there is an NVMe tier. A chunk is in at most one of the two policies:
+ * they share its node. */
+void _mt_host_tier_in(mt_pager_t *p, mt_chunk_t *c) {
+  if (p->nv == NULL) return;
+  _mt_set_due(p, c);
+  p->pol_ops->insert(p->nv->hpol, &c->node);
+}
+
+void _mt_host_tier_out(mt_pager_t *p, mt_chunk_t *c) {
+  if (p->nv != NULL && c->node.linked) p->pol_ops->remove(p->nv->hpol, &c->node);
+}
+
+/* ---- host copies ------------------------------------------------------------ */
+
+void _mt_retained_unlink(mt_chunk_t *c) {
+  if (!c->retained) return;
+  c->rprev->rnext = c->rnext;
+  c->rnext->rprev = c->rprev;
+  c->retained = false;
+}
+
+void _mt_retained_link(mt_pager_t *p, mt_chunk_t *c) {
+  if (c->retained) return;
+  c->rnext = p->retained.rnext;
+  c->rprev = &p->retained;
+  p->retained.rnext->rprev = c;
+  p->retained.rnext = c;
+  c->retained = true;
+}
+
+/* Gives c's host copy back to the pool; c must not be HOST (its address
+ * would still map the slot). No driver call. */
+void _mt_host_release(mt_pager_t *p, mt_chunk_t *c) {
+  if (c->host_addr == 0) return;
+  _mt_wb_settle(p, c);
+  _mt_retained_unlink(c);
+  mt_host_slot_t sl = {c->host, c->host_off, c->host_addr};
+  _mt_pool_host_put(p, &sl);
+  c->host = 0;
+  c->host_off = 0;
+  c->host_addr = 0;
+  p->host_used -= p->chunk;
+}
+
+int _mt_host_room(mt_pager_t *p, size_t bytes, bool spill) {
+  if (p->host_used + bytes <= p->host_budget) return 0;
+  if (p->retained.rprev != &p->retained && (p->h2d_unsynced || p->ndefer > 0)) {
+    /* A retained copy may be the source of a fetch still on the h2d
+     * stream, or of one deferred and not issued yet (ndefer: it would copy
+     * whatever the slot holds by then); its slot goes back to the pool and
+     * is written at once by whoever asked for the room: the fetches must be
+     * issued and done first. The host waits, only when the host budget is
+     * full (with an NVMe tier, whenever host memory is). */
+    int rc = _mt_fetch_flush(p);
+    if (rc == 0) rc = _mt_h2d_drain(p, false);
+    if (rc < 0) return rc;
+  }
+  while (p->host_used + bytes > p->host_budget && p->retained.rprev != &p->retained) {
+    mt_chunk_t *old = p->retained.rprev; /* the oldest retained copy */
+    _mt_host_release(p, old);
+    _mt_set_dirty(p, old);
+  }
+  if (p->host_used + bytes > p->host_budget && spill && p->nv != NULL) {
+    /* A spill that fails (no space, I/O error: the store said which, with
+     * the directory, file and offset) leaves its chunks in host memory;
+     * the operation that needed the room fails out-of-memory. */
+    (void)host_spill(p, (p->host_used + bytes - p->host_budget + p->chunk - 1) / p->chunk, false);
+  }
+  return p->host_used + bytes > p->host_budget ? -ENOMEM : 0;
+}
+
+/* Gives c a host copy (contents undefined) from the pool, making the room
+ * first (_mt_host_room). */
+int _mt_host_get_ex(mt_pager_t *p, mt_chunk_t *c, bool spill) {
+  if (c->host_addr != 0) return 0;
+  int rc = _mt_host_room(p, p->chunk, spill);
+  if (rc == -ENOMEM && p->nv == NULL)
+    mt_error("host memory budget MT_MAX_HOST=%zu is full: cannot evict a %zu-byte chunk "
+             "(raise MT_MAX_HOST, or lower the model's memory)", p->host_budget, p->chunk);
+  if (rc < 0) return rc; /* with an NVMe tier, host_spill said why */
+  mt_host_slot_t sl;
+  if ((rc = _mt_pool_host_get(p, &sl)) < 0) return rc;
+  c->host = sl.h;
+  c->host_off = sl.off;
+  c->host_addr = sl.addr;
+  p->host_used += p->chunk;
+  return 0;
+}
