@@ -85,10 +85,6 @@ typedef struct cand {
   uint64_t peak_host, peak_nvme;
 } cand_t;
 
-enum { R_GPU, R_H2D, R_D2H, R_NVME, R_POOL, R_COUNT };
-static const char *const RES[R_COUNT] = {"GPU compute", "host link (host to GPU)", "host link (GPU to host)", "NVMe",
-                                         "host optimizer"};
-static const char *const COMP[3] = {"none", "8bit", "4bit"};
 
 typedef struct plan {
   const char *model, *self, *dir;
@@ -157,7 +153,7 @@ static void usage(FILE *f) {
 
 static void trace_path(const plan_t *p, const cand_t *c, bool ideal, char *buf, size_t n) {
   snprintf(buf, n, "%s/mb%u_ga%u_ck%u_%s_%s%s.trace", p->dir, c->mb, c->ga, ideal ? 0 : c->ckpt,
-           c->host ? "host" : "gpu", COMP[c->comp], ideal ? "_ideal" : "");
+           c->host ? "host" : "gpu", PLAN_COMP[c->comp], ideal ? "_ideal" : "");
 }
 
 /* Writes c's trace (and, with ideal, the one that defines the ideal) and
@@ -174,7 +170,7 @@ static int synth(plan_t *p, cand_t *c, bool ideal) {
   const char *args[40] = {p->self, "synth", "--model", p->model, "-o", path, "--iterations", it,
                           "--micro-batch", mb, "--grad-accum", ga, "--checkpoint", ck, "--set", tf,
                           "--optimizer-placement", ideal || c->host ? "host" : "gpu",
-                          "--state-compression", COMP[c->comp]};
+                          "--state-compression", PLAN_COMP[c->comp]};
   int n = 20;
   if (p->seq) {
     args[n++] = "--set";
@@ -290,14 +286,7 @@ static int replay(plan_t *p, cand_t *c) {
     return 0;
   }
   c->step_s = step;
-  c->busy[R_GPU] = plan_num_after(out, "\"ideal_s\"") / sim;
-  c->busy[R_H2D] = plan_num_after(out, "\"h2d_busy_s\"") / sim;
-  c->busy[R_D2H] = plan_num_after(out, "\"d2h_busy_s\"") / sim;
-  c->busy[R_NVME] = plan_num_after(out, "\"nvme_busy_s\"") / sim;
-  c->busy[R_POOL] = plan_num_after(out, "\"host_opt_busy_s\"") / sim;
-  c->bind = 0;
-  for (int r = 1; r < R_COUNT; r++)
-    if (c->busy[r] > c->busy[c->bind]) c->bind = r;
+  c->bind = plan_busy(out, sim, c->busy);
   c->peak_host = (uint64_t)plan_num_after(out, "\"peak_host_bytes\"");
   c->peak_nvme = (uint64_t)plan_num_after(out, "\"peak_nvme_bytes\"");
   return 0;
@@ -343,7 +332,7 @@ static void diversify(plan_t *p) {
 static void describe(const cand_t *c, char *buf, size_t n) {
   snprintf(buf, n, "micro_batch %u x grad_accum %u (%llu tokens/step), checkpoint %s, optimizer %s, state %s",
            c->mb, c->ga, (unsigned long long)c->tokens, c->ckpt ? "every layer" : "off", c->host ? "host" : "gpu",
-           COMP[c->comp]);
+           PLAN_COMP[c->comp]);
 }
 
 static void print_text(const plan_t *p, unsigned replayed) {
@@ -358,14 +347,14 @@ static void print_text(const plan_t *p, unsigned replayed) {
   printf("best: %s\n", d);
   printf("  predicted %.0f tokens/s, %.1f%% of the compute-bound ideal (%.0f tokens/s: its kernels without\n"
          "  recomputation at %.4g TFLOP/s); binding: %s (busy %.0f%% of the time)\n",
-         tps(b), 100 * tps(b) / ideal_tps(b), ideal_tps(b), p->tflops, RES[b->bind], 100 * b->busy[b->bind]);
+         tps(b), 100 * tps(b) / ideal_tps(b), ideal_tps(b), p->tflops, PLAN_RES[b->bind], 100 * b->busy[b->bind]);
   printf("  busy: GPU %.0f%%, h2d %.0f%%, d2h %.0f%%, NVMe %.0f%%, host optimizer %.0f%%; peak host %.1f GB, "
          "NVMe %.1f GB\n", 100 * b->busy[R_GPU], 100 * b->busy[R_H2D], 100 * b->busy[R_D2H], 100 * b->busy[R_NVME],
          100 * b->busy[R_POOL], (double)b->peak_host / 1e9, (double)b->peak_nvme / 1e9);
   printf("settings:\n  MT_MAX_VRAM=%llu MT_MAX_HOST=%llu MT_CHUNK=%llu MT_PREDICTOR=correlation",
          (unsigned long long)p->gpu, (unsigned long long)(b->pager_host + (b->host ? b->opt_host : 0)),
          (unsigned long long)chunk_for(p->gpu, b->act));
-  if (b->host) printf(" MT_OPTIMIZER=host MT_OPTIMIZER_COMPRESSION=%s", COMP[b->comp]);
+  if (b->host) printf(" MT_OPTIMIZER=host MT_OPTIMIZER_COMPRESSION=%s", PLAN_COMP[b->comp]);
   if (b->spills || b->state_nvme) printf(" MT_OFFLOAD_DIR=<the NVMe RAID's folder>");
   printf("\n");
   if (b->host)
@@ -383,7 +372,7 @@ static void print_text(const plan_t *p, unsigned replayed) {
       printf("  %s: its replay failed: %s\n", d, c->why);
     else
       printf("  %s: %.0f tokens/s (%.1f%% slower), %.1f%% of its ideal; binding %s (%.0f%%)\n", d, tps(c),
-             100 * (1 - tps(c) / tps(b)), 100 * tps(c) / ideal_tps(c), RES[c->bind], 100 * c->busy[c->bind]);
+             100 * (1 - tps(c) / tps(b)), 100 * tps(c) / ideal_tps(c), PLAN_RES[c->bind], 100 * c->busy[c->bind]);
   }
 }
 
@@ -397,12 +386,12 @@ static void print_json(const plan_t *p, unsigned replayed) {
            "\"busy_nvme\":%.4f,\"busy_host_opt\":%.4f,\"peak_host_bytes\":%llu,\"peak_nvme_bytes\":%llu,"
            "\"mt_max_host\":%llu,\"host_opt_mem\":%llu,\"params\":%llu,\"step_s\":%.6f,\"bound_s\":%.6f,"
            "\"bound_binding\":\"%s\"}",
-           i ? "," : "", c->mb, c->ga, c->ckpt, c->host ? "host" : "gpu", COMP[c->comp],
+           i ? "," : "", c->mb, c->ga, c->ckpt, c->host ? "host" : "gpu", PLAN_COMP[c->comp],
            (unsigned long long)c->tokens, c->failed ? "true" : "false", tps(c), ideal_tps(c),
-           100 * tps(c) / ideal_tps(c), RES[c->bind], c->busy[R_GPU], c->busy[R_H2D], c->busy[R_D2H],
+           100 * tps(c) / ideal_tps(c), PLAN_RES[c->bind], c->busy[R_GPU], c->busy[R_H2D], c->busy[R_D2H],
            c->busy[R_NVME], c->busy[R_POOL], (unsigned long long)c->peak_host, (unsigned long long)c->peak_nvme,
            (unsigned long long)c->pager_host, (unsigned long long)c->opt_host, (unsigned long long)c->params,
-           c->step_s, c->bound_s, RES[c->bound_res]);
+           c->step_s, c->bound_s, PLAN_RES[c->bound_res]);
   }
   printf("]}\n");
 }

@@ -20,6 +20,15 @@ typedef struct plan_machine {
 /* 25G -> 25e9 (decimal suffixes k, M, G, T). 0 or -EINVAL. */
 int plan_parse_bw(const char *s, double *out);
 
+/* The resources a plan can be bound by, and their names. */
+enum { R_GPU, R_H2D, R_D2H, R_NVME, R_POOL, R_COUNT };
+extern const char *const PLAN_RES[R_COUNT];
+/* State compression names, as MT_OPTIMIZER_COMPRESSION. */
+extern const char *const PLAN_COMP[3];
+/* Each resource's busy share of a replay's simulated time sim, from its
+ * JSON out, into busy[R_COUNT]; returns the busiest (the binding one). */
+int plan_busy(const char *out, double sim, double *busy);
+
 /* Runs the executable self with args (NULL-terminated), its stdout into out
  * (NUL-terminated, truncated to cap), its stderr into DIR/stderr (see
  * plan_last_error). Returns the exit status, or -1 when it could not run. */

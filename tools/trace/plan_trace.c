@@ -45,10 +45,6 @@
 #define WHO "mt-trace plan"
 #define MAXT 32
 
-enum { R_GPU, R_H2D, R_D2H, R_NVME, R_POOL, R_COUNT };
-static const char *const RES[R_COUNT] = {"GPU compute", "host link (host to GPU)", "host link (GPU to host)", "NVMe",
-                                         "host optimizer"};
-static const char *const COMP[3] = {"none", "8bit", "4bit"};
 static const char *const KNOB[4] = {"paging unit (MT_CHUNK)", "prefetching (MT_PREDICTOR, MT_PREFETCH_DEPTH)",
                                     "state compression (MT_OPTIMIZER_COMPRESSION)",
                                     "host memory for the optimizer's state"};
@@ -84,7 +80,7 @@ static void describe(const tcand_t *c, char *buf, size_t n) {
   if (c->depth) snprintf(pf, sizeof pf, "correlation, depth %u", c->depth);
   else snprintf(pf, sizeof pf, "none");
   if (c->opt_mem)
-    snprintf(st, sizeof st, ", state %s, %.3g GB of host memory for it", c->comp < 0 ? "as traced" : COMP[c->comp],
+    snprintf(st, sizeof st, ", state %s, %.3g GB of host memory for it", c->comp < 0 ? "as traced" : PLAN_COMP[c->comp],
              (double)c->opt_mem / 1e9);
   snprintf(buf, n, "chunk %llu MiB, prefetch %s%s", (unsigned long long)(c->chunk >> 20), pf, st);
 }
@@ -118,7 +114,7 @@ static int replay(tplan_t *p, tcand_t *c) {
     args[n++] = om;
     if (c->comp >= 0) {
       args[n++] = "--state-compression";
-      args[n++] = COMP[c->comp];
+      args[n++] = PLAN_COMP[c->comp];
     }
   }
   args[n] = NULL;
@@ -140,14 +136,7 @@ static int replay(tplan_t *p, tcand_t *c) {
   }
   c->step_s = step;
   c->ideal_s = ideal;
-  c->busy[R_GPU] = plan_num_after(out, "\"ideal_s\"") / sim;
-  c->busy[R_H2D] = plan_num_after(out, "\"h2d_busy_s\"") / sim;
-  c->busy[R_D2H] = plan_num_after(out, "\"d2h_busy_s\"") / sim;
-  c->busy[R_NVME] = plan_num_after(out, "\"nvme_busy_s\"") / sim;
-  c->busy[R_POOL] = plan_num_after(out, "\"host_opt_busy_s\"") / sim;
-  c->bind = 0;
-  for (int r = 1; r < R_COUNT; r++)
-    if (c->busy[r] > c->busy[c->bind]) c->bind = r;
+  c->bind = plan_busy(out, sim, c->busy);
   c->peak_host = (uint64_t)plan_num_after(out, "\"peak_host_bytes\"");
   c->peak_nvme = (uint64_t)plan_num_after(out, "\"peak_nvme_bytes\"");
   c->nvme_read = (uint64_t)plan_num_after(out, "\"bytes_nvme_read\"");
@@ -227,7 +216,7 @@ static void print_text(const tplan_t *p, uint64_t peak_live) {
   printf("  predicted %s %s (step %.4g s), %.1f%% of the ideal (%s %s: the trace's kernels with\n"
          "  memory for everything); binding: %s (busy %.0f%% of the time)%s\n", fmt(rate_of(p, b), r1, sizeof r1),
          unit, b->step_s, 100 * b->ideal_s / b->step_s,
-         fmt(p->tokens ? (double)p->tokens / b->ideal_s : 1 / b->ideal_s, r2, sizeof r2), unit, RES[b->bind],
+         fmt(p->tokens ? (double)p->tokens / b->ideal_s : 1 / b->ideal_s, r2, sizeof r2), unit, PLAN_RES[b->bind],
          100 * b->busy[b->bind],
          b->busy[b->bind] < 0.5 ? ";\n  nothing is busy half the time: the step waits on transfers one at a time (latency)" : "");
   printf("  busy: GPU %.0f%%, h2d %.0f%%, d2h %.0f%%, NVMe %.0f%%, host optimizer %.0f%%; peak host %.2f GB, "
@@ -237,7 +226,7 @@ static void print_text(const tplan_t *p, uint64_t peak_live) {
          (unsigned long long)m->host, (unsigned long long)b->chunk, b->depth ? "correlation" : "none");
   if (b->depth) printf(" MT_PREFETCH_DEPTH=%u", b->depth);
   if (p->handoffs) printf(" MT_OPTIMIZER=host%s%s", b->comp >= 0 ? " MT_OPTIMIZER_COMPRESSION=" : "",
-                          b->comp >= 0 ? COMP[b->comp] : "");
+                          b->comp >= 0 ? PLAN_COMP[b->comp] : "");
   if (b->peak_nvme > 0) printf(" MT_OFFLOAD_DIR=<the NVMe drive's folder>");
   printf("\n");
   if (p->handoffs && b->opt_mem >= b->state_bytes)
@@ -268,7 +257,7 @@ static void print_text(const tplan_t *p, uint64_t peak_live) {
              k == 3 ? "less memory for the state, more for the pager" : "the one tried first, the simpler");
     else
       printf("  %s: %s: %s %s (%.1f%% slower); binding %s (%.0f%%)\n", KNOB[k], d,
-             fmt(rate_of(p, o), r1, sizeof r1), unit, 100 * (1 - b->step_s / o->step_s), RES[o->bind],
+             fmt(rate_of(p, o), r1, sizeof r1), unit, 100 * (1 - b->step_s / o->step_s), PLAN_RES[o->bind],
              100 * o->busy[o->bind]);
   }
 }
@@ -283,7 +272,7 @@ static void print_json(const tplan_t *p, uint64_t peak_live) {
     const tcand_t *c = &p->c[i];
     printf("%s{\"chunk\":%llu,\"predictor\":\"%s\",\"prefetch_depth\":%u,\"state\":\"%s\",\"host_opt_mem\":%llu,"
            "\"mt_max_host\":%llu,\"failed\":%s", i ? "," : "", (unsigned long long)c->chunk,
-           c->depth ? "correlation" : "none", c->depth, !p->handoffs ? "" : c->comp < 0 ? "traced" : COMP[c->comp],
+           c->depth ? "correlation" : "none", c->depth, !p->handoffs ? "" : c->comp < 0 ? "traced" : PLAN_COMP[c->comp],
            (unsigned long long)c->opt_mem, (unsigned long long)p->m->host, c->failed ? "true" : "false");
     if (c->failed) {
       printf(",\"why\":\"");
@@ -299,7 +288,7 @@ static void print_json(const tplan_t *p, uint64_t peak_live) {
     else printf("null");
     printf(",\"pct_of_ideal\":%.2f,\"binding\":\"%s\",\"busy_gpu\":%.4f,\"busy_h2d\":%.4f,\"busy_d2h\":%.4f,"
            "\"busy_nvme\":%.4f,\"busy_host_opt\":%.4f,\"peak_host_bytes\":%llu,\"peak_nvme_bytes\":%llu,"
-           "\"host_opt_state_bytes\":%llu}", 100 * c->ideal_s / c->step_s, RES[c->bind], c->busy[R_GPU],
+           "\"host_opt_state_bytes\":%llu}", 100 * c->ideal_s / c->step_s, PLAN_RES[c->bind], c->busy[R_GPU],
            c->busy[R_H2D], c->busy[R_D2H], c->busy[R_NVME], c->busy[R_POOL], (unsigned long long)c->peak_host,
            (unsigned long long)c->peak_nvme, (unsigned long long)c->state_bytes);
   }

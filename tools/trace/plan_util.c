@@ -14,6 +14,22 @@
 
 #include "plan.h"
 
+const char *const PLAN_RES[R_COUNT] = {"GPU compute", "host link (host to GPU)", "host link (GPU to host)", "NVMe",
+                                  "host optimizer"};
+const char *const PLAN_COMP[3] = {"none", "8bit", "4bit"};
+
+int plan_busy(const char *out, double sim, double *busy) {
+  busy[R_GPU] = plan_num_after(out, "\"ideal_s\"") / sim;
+  busy[R_H2D] = plan_num_after(out, "\"h2d_busy_s\"") / sim;
+  busy[R_D2H] = plan_num_after(out, "\"d2h_busy_s\"") / sim;
+  busy[R_NVME] = plan_num_after(out, "\"nvme_busy_s\"") / sim;
+  busy[R_POOL] = plan_num_after(out, "\"host_opt_busy_s\"") / sim;
+  int bind = 0;
+  for (int r = 1; r < R_COUNT; r++)
+    if (busy[r] > busy[bind]) bind = r;
+  return bind;
+}
+
 int plan_parse_bw(const char *s, double *out) {
   char *end;
   double v = strtod(s, &end), mul = 1;
