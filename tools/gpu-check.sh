@@ -35,7 +35,10 @@
 #   2  builds, in parallel: nvcc (sm_90) of tools/gpu/rt_check.cu (cuBLAS
 #      found as above, linked with an rpath), move_bench.cu, driver_probe.cu,
 #      probe_kernel.cu (-cubin); python syntax of tools/gpu/*.py and
-#      examples/train.py
+#      examples/train.py; and, where the CPU has avx512f, the host
+#      optimizer's AVX-512 kernel against torch bit for bit
+#      (tests/optim/adam_exact.sh avx512 with the build's test_adam_exact;
+#      a CPU without it is a skip)
 #   -- without a GPU (nvidia-smi lists none) it stops here: "GPU step not
 #      run: no GPU", exit 0 if steps 1-2 passed --
 #   3  driver_probe: do cuFuncGetParamInfo/cuFuncGetName accept a CUkernel
@@ -414,6 +417,10 @@ fi
 cuda_args+=(-lcuda)
 
 BUILDS=(nvcc_rt_check nvcc_move_bench nvcc_driver_probe nvcc_probe_kernel py_compile)
+EXACT_BIN=
+for f in "$(dirname "$LIB")/../test_adam_exact" "$(dirname "$LIB")/../tests/optim/test_adam_exact"; do
+  [[ -x $f ]] && EXACT_BIN=$f && break
+done
 build_all() {
   local g=$ROOT/tools/gpu
   if [[ -z $NVCC ]]; then
@@ -433,6 +440,18 @@ build_all() {
     step nvcc_probe_kernel 200 "$NVCC" -cubin -arch="$GPU_ARCH" -o "$BIN/probe_kernel.cubin" "$g/probe_kernel.cu" &
   fi
   step py_compile 60 env PYTHONPYCACHEPREFIX="$WORK/pycache" "$PYTHON" -m py_compile "$g"/*.py "$ROOT/examples/train.py" &
+  # The host optimizer's AVX-512 kernel against torch, bit for bit: only a
+  # CPU with AVX-512 can run it, and the development VM has none.
+  if [[ -z $EXACT_BIN ]]; then
+    echo "test_adam_exact not in the build folder (meson.build builds it with -Dtests=false)" >"$LOGS/adam_exact_avx512.err"
+    echo 127 >"$LOGS/adam_exact_avx512.rc"
+  elif ! grep -qw avx512f /proc/cpuinfo; then
+    echo "this CPU has no avx512f" >"$LOGS/adam_exact_avx512.err"
+    echo 77 >"$LOGS/adam_exact_avx512.rc"
+  else
+    step adam_exact_avx512 150 env PYTHON="$PYTHON" sh "$ROOT/tests/optim/adam_exact.sh" avx512 \
+      "$EXACT_BIN" "$ROOT/tests/optim/adam_ref.py" &
+  fi
   wait
 }
 t_builds=$(now)
@@ -454,6 +473,14 @@ for b in "${BUILDS[@]}"; do
     fail "build ${b#nvcc_}: $(rc_text "$rc") (logs/$b.err)"
   fi
 done
+case $(rc_of adam_exact_avx512) in
+  0) row "cpu: AdamW avx512 vs torch" pass "$(secs_of adam_exact_avx512)" "bit for bit, torch $torch_version" ;;
+  77) row "cpu: AdamW avx512 vs torch" skip 0 "$(head -c 160 "$LOGS/adam_exact_avx512.err")" ;;
+  *)
+    row "cpu: AdamW avx512 vs torch" FAIL "$(secs_of adam_exact_avx512)" "$(rc_text "$(rc_of adam_exact_avx512)"): $(grep -m1 -i -E 'fail|error|mismatch|differ' "$LOGS/adam_exact_avx512.err" "$LOGS/adam_exact_avx512.out" | cut -c1-160)"
+    fail "AdamW avx512 kernel vs torch $torch_version: $(rc_text "$(rc_of adam_exact_avx512)") (logs/adam_exact_avx512.err)"
+    ;;
+esac
 say "builds done in $(elapsed "$t_builds") s"
 
 if ((!have_gpu)); then
