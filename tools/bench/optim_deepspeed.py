@@ -2,7 +2,7 @@
 """DeepSpeed's DeepSpeedCPUAdam on the same problem as optim_bench: N
 parameters (as 100 equal tensors, FP32 state, AdamW mode), at the given
 thread count (OMP_NUM_THREADS and torch.set_num_threads, set before
-DeepSpeed loads its op); prints one JSON object with the median and the
+DeepSpeed loads its op; OMP_WAIT_POLICY=PASSIVE unless set); prints one JSON object with the median and the
 best of REPS steps in G params/s. When deepspeed is not importable or its
 cpu_adam op cannot be built here, the rate is null and "reason" holds the
 exception's text, so the bench still reports why. Run by optim_bench.
@@ -18,6 +18,11 @@ import time
 def main():
     n, threads, reps = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     os.environ["OMP_NUM_THREADS"] = str(threads)
+    # DeepSpeed's step is an OpenMP loop per tile; libgomp's default spin
+    # before sleeping collapsed its 2-thread rate to 0.07-0.29 G params/s on
+    # the shared 2-core VM (0.63 with PASSIVE, same run). Give the peer its
+    # best setting unless the caller chose one.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     out = {"threads": threads, "deepspeed_gparams_per_s": None}
     # DeepSpeed's logger and its op build print to stdout: send all of that
     # to stderr, at the descriptor, so stdout carries only the JSON line
