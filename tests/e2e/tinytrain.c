@@ -66,7 +66,13 @@
  * Output (stdout): `step N loss X` per step (X as %a), `accuracy C/N`,
  * `launches N`, `footprint_bytes N`, `largest_launch_bytes N`,
  * `peak_device_bytes N`. Usage: tinytrain [--steps N] [--host-optim]
- * (default 8 steps).
+ * [--times] (default 8 steps).
+ *
+ * --times: also `step_time N SECONDS` on stderr per step, the wall time
+ * from the step's first call to the return of the loss read-back (which
+ * waits for all of the step's work), so a benchmark can drop warm-up steps
+ * (tools/bench/live_table.py). On stderr so that stdout stays comparable
+ * bit for bit between runs.
  * Exit 0 on success; 1 with a message naming the CUresult on any driver
  * error; 2 on bad usage; 77 (skip) when libcuda.so.1 is not the fake.
  */
@@ -77,6 +83,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cudart_route.h"
 #include "mtalloc.h"
@@ -599,6 +606,7 @@ MT_FNS(DECLARE_MT)
 #undef DECLARE_MT
 
 static int g_host_optim;      /* --host-optim */
+static int g_times;           /* --times */
 static mt_optim_t *g_optim;
 static uint64_t g_work0, g_work_before, g_work_total; /* ns, see host_optim_wait */
 
@@ -790,12 +798,22 @@ static void adam_step(int step) {
 
 /* ---- main -------------------------------------------------------------------- */
 
+static double now_seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 static int parse_steps(int argc, char **argv) {
   int steps = DEFAULT_STEPS;
   for (int i = 1; i < argc; i++) {
     char *end = NULL;
     if (strcmp(argv[i], "--host-optim") == 0) {
       g_host_optim = 1;
+      continue;
+    }
+    if (strcmp(argv[i], "--times") == 0) {
+      g_times = 1;
       continue;
     }
     if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
@@ -805,7 +823,7 @@ static int parse_steps(int argc, char **argv) {
         continue;
       }
     }
-    fprintf(stderr, "usage: tinytrain [--steps N] [--host-optim]   (N in 1..100000, default %d)\n",
+    fprintf(stderr, "usage: tinytrain [--steps N] [--host-optim] [--times]   (N in 1..100000, default %d)\n",
             DEFAULT_STEPS);
     exit(2);
   }
@@ -851,6 +869,7 @@ int main(int argc, char **argv) {
   free(hy);
 
   for (int step = 1; step <= steps; step++) {
+    double t0 = now_seconds();
     int batch = (step - 1) % (NSAMPLE / BATCH);
     /* a batch is a slice of the data set: interior pointers */
     CUdeviceptr x = dx + (size_t)batch * BATCH * WIDE * sizeof(float);
@@ -869,6 +888,7 @@ int main(int argc, char **argv) {
     float res[2];
     CALL(cuMemcpyDtoH, res, out, sizeof res); /* legacy stream: after g_stream's work */
     sfree(out);
+    if (g_times) fprintf(stderr, "step_time %d %.6f\n", step, now_seconds() - t0);
     printf("step %d loss %a\n", step, (double)res[0]);
     fflush(stdout);
   }
