@@ -22,22 +22,30 @@
  *   next decade down (10^-(bits) ). A v quantised to zero makes the update
  *   m/(sqrt(v)+eps) explode (Li et al.'s zero-point problem); here the
  *   smallest v a non-zero block can hold is absmax * 10^-bits.
- * - Second moment, 4 bits: a linear map without zero, entry c = (c+1)/16,
- *   Li et al.'s recommendation for v at 4 bits (their "Linear" mapping,
- *   zero excluded). Its encode is arithmetic, not a search: the code is
- *   rint(x * 16 / absmax) - 1, clamped at 0 (lin4_code), and the smallest
- *   v a non-zero block holds is absmax / 16. That overestimates a v far
- *   below its block's maximum (the update of such an element shrinks, it
- *   never explodes); the dynamic-exponent map resolved those down to
- *   absmax * 1e-4 but cost a four-level search per vector, about a fifth
- *   of the 4-bit step's vector work (README, host AdamW).
+ * - Second moment, 4 bits: powers of two without zero, entry c =
+ *   2^(c-15) (2^-15 .. 1, 4.5 decades), rounded in ratio (at the
+ *   geometric midpoint). Its encode is arithmetic, not a search: the code
+ *   is the exponent of x / absmax read from the float's bits (v4_code), a
+ *   multiply and three integer steps per 8 values, where the dynamic-
+ *   exponent map took a four-level search (about a fifth of the 4-bit
+ *   step's vector work, README, host AdamW). The relative error is at most
+ *   sqrt 2 - 1 at every magnitude down to absmax * 2^-15.5 (below, v is
+ *   held at absmax * 2^-15, never 0); the dynamic-exponent map was finer
+ *   in the top decade (steps of 0.1125 absmax) and coarser below 0.01
+ *   (entries 0.001, 0.0055, 0.01). Li et al.'s own choice for v, a
+ *   linear map without zero, was tried first: as fast, but with 128-
+ *   element blocks (they pair it with rank-1 normalisation) it holds every
+ *   v under absmax / 16 at absmax / 16, and the convergence test's loss
+ *   (tests/optim/test_codec.c) rose from 0.94% to 5.7% of the initial
+ *   loss; with powers of two it is 1.2%.
  *   A block that is all zero has scale 0 and decodes to zeros, which is
  *   exact, in every map.
  * What is lossy: every element except a block's absmax (and m's zeros)
  * moves to its nearest map value (v's can be lifted to the smallest float
- * where a denormal block's product underflows); the relative error is bounded by half
- * the widest gap of the map around it (tests/optim/test_codec.c checks the
- * bound per map). Tensors under 4096 elements keep FP32 state (as
+ * where a denormal block's product underflows); the error is bounded by half
+ * the widest gap of the map around it (4-bit v: nearest in ratio, within
+ * sqrt 2 - 1 of the value; tests/optim/test_codec.c checks the bound per
+ * map). Tensors under 4096 elements keep FP32 state (as
  * bitsandbytes does): their memory is negligible and they are often norms
  * and biases, sensitive to noise.
  *
@@ -172,7 +180,7 @@ static const int Q4_ORDER[16] = {0, 2, 4, 6, 8, 10, 12, 14, 1, 5, 9, 13, 3, 11, 
 
 static void build_thr4_mid(void) {
   thr4_xspace = 1;
-  for (int s = 1; s < 2; s++) /* the signed map only: v's 4-bit map is linear (lin4_code) */
+  for (int s = 1; s < 2; s++) /* the signed map only: v's 4-bit map has v4_code */
     for (int k = 0; k < 16; k++) {
       float t = thr4[s][Q4_ORDER[k]];
       if (!isfinite(t) || t == 0.0f) {
@@ -472,16 +480,18 @@ void _mt_adam_kernel_q_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t
  * scale (a gather at 8 bits, two permutes at 4), the Adam update is the
  * AVX2 kernel (itself bit-identical to the scalar one), and encode takes
  * the absmax (max is order-free on non-NaN values), divides (IEEE, like
- * the scalar), and finds the code the scalar walk would end at: for 4 bits
- * by comparing y with all 15 exact per-entry thresholds (count_up), for 8
+ * the scalar), and finds the code the scalar walk would end at: for m's 4
+ * bits by comparing y with all 15 exact per-entry thresholds (count_up),
+ * for v's 4 bits by v4_code's own arithmetic (v4_k), for 8
  * bits from the map's linear pieces with one exact threshold near a
  * midpoint (code8). Block tails (fewer than 8 elements) go through the
  * scalar code. 8- and 4-bit codes only; 2-bit stays scalar. When both
  * moments have the same width (the common case), whole blocks take a
  * faster route to the same bits: q_block_avx2 decodes and updates in
  * registers, and the encode works in x's scale instead of dividing: at 4
- * bits x is compared with the thresholds moved to the block's scale
- * (encode4_scaled, thr4_mid), at 8 bits the linear pieces are moved there
+ * bits m's x is compared with the thresholds moved to the block's scale
+ * (encode4_scaled, thr4_mid; v multiplies by 1 / absmax, encode4_v), at
+ * 8 bits the linear pieces are moved there
  * (code8x). The bf16/fp16 write-back is adam_kernels.c's vector one.
  * There is no AVX-512 codec path: under AVX-512 the AVX2 one runs. */
 #define AVX2 __attribute__((target("avx2,f16c"))) /* f16c: fp16 gradients */
@@ -1125,7 +1135,7 @@ q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_
     _mm256_store_ps(mb + i, mn);
     _mm256_store_ps(vb + i, vn);
     mmax = _mm256_max_ps(_mm256_and_ps(mn, absmask), mmax);
-    vmax = _mm256_max_ps(_mm256_and_ps(vn, absmask), vmax);
+    vmax = _mm256_max_ps(vn, vmax); /* vn >= +0 (or NaN, which max drops): no |.| */
   }
   const float am = hmax8(mmax), av = hmax8(vmax);
   if (bits == 8) {
@@ -1183,7 +1193,7 @@ AVX2 void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_arg
   const uint8_t *mlut = lut_of(m->bits, 1), *vlut = lut_of(v->bits, 0);
   unsigned mlen = 1u << m->bits, vlen = 1u << v->bits;
   float mb[_MT_CODEC_BLOCK], vb[_MT_CODEC_BLOCK];
-  /* the 4-bit maps' thresholds broadcast (count_up); v's linear map
+  /* the 4-bit maps' thresholds broadcast (count_up); v's 4-bit map
    * (v4_code) never reads its own, which only keep the signature */
   __m256 mbc[15], vbc[15];
   if (m->bits == 4)
