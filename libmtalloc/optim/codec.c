@@ -1135,7 +1135,7 @@ q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_
     _mm256_store_ps(mb + i, mn);
     _mm256_store_ps(vb + i, vn);
     mmax = _mm256_max_ps(_mm256_and_ps(mn, absmask), mmax);
-    vmax = _mm256_max_ps(vn, vmax); /* vn >= +0 (or NaN, which max drops): no |.| */
+    vmax = _mm256_max_ps(_mm256_and_ps(vn, absmask), vmax);
   }
   const float am = hmax8(mmax), av = hmax8(vmax);
   if (bits == 8) {
