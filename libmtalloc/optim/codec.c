@@ -1075,6 +1075,13 @@ q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_
    * smallest entry (1e-4; 1e-8 at 8 bits) times a scale of 2^-100 or
    * more cannot */
   const bool vfloor_on = vsc > 0 && vsc < 0x1p-100f;
+  /* v's 4-bit entries are powers of two: for a scale in [2^-100, FLT_MAX]
+   * map[c] * scale is exact, the scale with c - 15 added to its exponent
+   * (normal, >= 2^-115), so an add replaces the permutes */
+  const bool vexp = bits == 4 && vsc >= 0x1p-100f && vsc <= FLT_MAX;
+  uint32_t vsu;
+  memcpy(&vsu, &vsc, 4);
+  const __m256i vsb = _mm256_set1_epi32((int)(vsu - (15u << 23)));
   const __m256 vfloor = vsc > 0 ? _mm256_castsi256_ps(_mm256_set1_epi32(-1)) : _mm256_setzero_ps();
   const __m256 tiny = _mm256_set1_ps(0x1p-149f), zero = _mm256_setzero_ps();
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -1100,8 +1107,12 @@ q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_
       __m256i cv = _mm256_srlv_epi32(_mm256_set1_epi32((int)wv), shifts);
       mo = _mm256_blendv_ps(_mm256_permutevar8x32_ps(mlo, cm), _mm256_permutevar8x32_ps(mhi, cm),
                             _mm256_castsi256_ps(_mm256_slli_epi32(cm, 28)));
-      vo = _mm256_blendv_ps(_mm256_permutevar8x32_ps(vlo, cv), _mm256_permutevar8x32_ps(vhi, cv),
-                            _mm256_castsi256_ps(_mm256_slli_epi32(cv, 28)));
+      if (vexp) /* 2^(c-15) * scale: c - 15 added to the scale's exponent */
+        vo = _mm256_castsi256_ps(_mm256_add_epi32(
+            vsb, _mm256_slli_epi32(_mm256_and_si256(cv, _mm256_set1_epi32(0xf)), 23)));
+      else
+        vo = _mm256_blendv_ps(_mm256_permutevar8x32_ps(vlo, cv), _mm256_permutevar8x32_ps(vhi, cv),
+                              _mm256_castsi256_ps(_mm256_slli_epi32(cv, 28)));
     }
     if (vfloor_on)
       vo = _mm256_blendv_ps(vo, tiny, _mm256_and_ps(vfloor, _mm256_cmp_ps(vo, zero, _CMP_NGT_UQ)));
