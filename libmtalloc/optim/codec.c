@@ -694,14 +694,14 @@ AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned 
   q->scales[b / _MT_CODEC_BLOCK] = amax;
   const __m256 va = _mm256_set1_ps(amax);
   uint32_t cb[_MT_CODEC_BLOCK];
-  const bool lin = len == 16 && !q->is_signed; /* v's 4-bit map (v4_code) */
+  const bool v4 = len == 16 && !q->is_signed; /* v's 4-bit map (v4_code) */
   const float r = v4_r(amax);
-  for (i = 0; lin && i + 8 <= n; i += 8) {
+  for (i = 0; v4 && i + 8 <= n; i += 8) {
     __m256i k = v4_k(_mm256_loadu_ps(x + i), r, va);
     k = _mm256_min_epi32(_mm256_max_epi32(k, _mm256_setzero_si256()), _mm256_set1_epi32(15));
     _mm256_storeu_si256((__m256i *)(cb + i), k);
   }
-  for (; !lin && i + 8 <= n; i += 8) {
+  for (; !v4 && i + 8 <= n; i += 8) {
     __m256 y = amax > 0 ? _mm256_div_ps(_mm256_loadu_ps(x + i), va) : _mm256_setzero_ps();
     __m256i c;
     if (len == 16) {
@@ -715,7 +715,7 @@ AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned 
   }
   size_t nv = i; /* cb[0, nv) from vectors, packed below with vectors */
   for (; i < n; i++)
-    cb[i] = lin ? v4_code(x[i], amax, r)
+    cb[i] = v4 ? v4_code(x[i], amax, r)
                 : nearest_fast(map, lut, len, amax > 0 ? x[i] / amax : 0.0f);
   if (q->bits == 8) {
     /* bytes 0, 4, 8, 12 of each 128-bit half: the low byte of each code */
