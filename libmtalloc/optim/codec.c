@@ -17,17 +17,35 @@
  *   m changes sign and spans decades inside a block, so it needs both a
  *   zero and a wide range; the top value is exactly 1, so a block's
  *   largest element survives (up to its sign) exactly.
- * - Second moment (unsigned): the same dynamic-exponent map without a sign
- *   bit, and with no zero code: the all-zero code is the next decade down
- *   (10^-(bits) ). A v quantised to zero makes the update m/(sqrt(v)+eps)
- *   explode (Li et al.'s zero-point problem); here the smallest v a
- *   non-zero block can hold is absmax * 10^-bits. A block that is all zero
- *   has scale 0 and decodes to zeros, which is exact.
+ * - Second moment (unsigned), 8 and 2 bits: the same dynamic-exponent map
+ *   without a sign bit, and with no zero code: the all-zero code is the
+ *   next decade down (10^-(bits) ). A v quantised to zero makes the update
+ *   m/(sqrt(v)+eps) explode (Li et al.'s zero-point problem); here the
+ *   smallest v a non-zero block can hold is absmax * 10^-bits.
+ * - Second moment, 4 bits: powers of two without zero, entry c =
+ *   2^(c-15) (2^-15 .. 1, 4.5 decades), rounded in ratio (at the
+ *   geometric midpoint). Its encode is arithmetic, not a search: the code
+ *   is the exponent of x / absmax read from the float's bits (v4_code), a
+ *   multiply and three integer steps per 8 values, where the dynamic-
+ *   exponent map took a four-level search (about a fifth of the 4-bit
+ *   step's vector work, README, host AdamW). The relative error is at most
+ *   sqrt 2 - 1 at every magnitude down to absmax * 2^-15.5 (below, v is
+ *   held at absmax * 2^-15, never 0); the dynamic-exponent map was finer
+ *   in the top decade (steps of 0.1125 absmax) and coarser below 0.01
+ *   (entries 0.001, 0.0055, 0.01). Li et al.'s own choice for v, a
+ *   linear map without zero, was tried first: as fast, but with 128-
+ *   element blocks (they pair it with rank-1 normalisation) it holds every
+ *   v under absmax / 16 at absmax / 16, and the convergence test's loss
+ *   (tests/optim/test_codec.c) rose from 0.94% to 5.7% of the initial
+ *   loss; with powers of two it is 1.2%.
+ *   A block that is all zero has scale 0 and decodes to zeros, which is
+ *   exact, in every map.
  * What is lossy: every element except a block's absmax (and m's zeros)
  * moves to its nearest map value (v's can be lifted to the smallest float
- * where a denormal block's product underflows); the relative error is bounded by half
- * the widest gap of the map around it (tests/optim/test_codec.c checks the
- * bound per map). Tensors under 4096 elements keep FP32 state (as
+ * where a denormal block's product underflows); the error is bounded by half
+ * the widest gap of the map around it (4-bit v: nearest in ratio, within
+ * sqrt 2 - 1 of the value; tests/optim/test_codec.c checks the bound per
+ * map). Tensors under 4096 elements keep FP32 state (as
  * bitsandbytes does): their memory is negligible and they are often norms
  * and biases, sensitive to noise.
  *
@@ -63,6 +81,11 @@ static int cmp_float(const void *a, const void *b) {
  * sorting does not matter: entries are stored sorted and a code is the
  * entry's index, so encode is a search and decode a table look-up. */
 static void build(float *out, int bits, int is_signed) {
+  if (bits == 4 && !is_signed) { /* powers of two, no zero: 2^(c-15) */
+    for (int c = 0; c < 16; c++)
+      out[c] = ldexpf(1.0f, c - 15);
+    return;
+  }
   int k = is_signed ? bits - 1 : bits; /* magnitude bits */
   int cnt = 0;
   float mags[256];
@@ -157,7 +180,7 @@ static const int Q4_ORDER[16] = {0, 2, 4, 6, 8, 10, 12, 14, 1, 5, 9, 13, 3, 11, 
 
 static void build_thr4_mid(void) {
   thr4_xspace = 1;
-  for (int s = 0; s < 2; s++)
+  for (int s = 1; s < 2; s++) /* the signed map only: v's 4-bit map has v4_code */
     for (int k = 0; k < 16; k++) {
       float t = thr4[s][Q4_ORDER[k]];
       if (!isfinite(t) || t == 0.0f) {
@@ -251,6 +274,31 @@ static inline unsigned nearest_fast(const float *map, const uint8_t *lut, unsign
   while (c > 0 && x - map[c - 1] <= map[c] - x)
     c--;
   return c;
+}
+
+/* v's 4-bit code (the power-of-two map, entry c = 2^(c-15)): the
+ * exponent of t = x / absmax, rounded at the geometric midpoint: with u
+ * the bits of |t|, k = (u - V4_BIAS) >> 23 (arithmetic) is the binade of
+ * t moved up by one where t's significand is at least 1 + 0x3504F3 *
+ * 2^-23 (sqrt 2 rounded down), less 112 (binade 2^-15 is code 0), and the
+ * code is k clamped to [0, 15]. t is computed as x * r with r = fl(1 /
+ * absmax) (v4_r) for an absmax in [2^-100, 2^100], where r is normal;
+ * otherwise (0, tiny, huge, inf) as x / absmax. So t = 0 (and anything
+ * under 2^-15.5) is code 0, never a zero value; a NaN t is code 15 (its
+ * bits are above every binade), which the vector path gives too. The
+ * block's absmax element has t within an ulp of 1, code 15, and decodes
+ * to absmax exactly. This is the contract: the AVX2 path computes the
+ * same float t and the same integer steps (test_codec_simd). */
+#define V4_BIAS ((int32_t)((112u << 23) - (0x800000u - 0x3504F3u)))
+static inline float v4_r(float amax) {
+  return amax >= 0x1p-100f && amax <= 0x1p100f ? 1.0f / amax : 0.0f;
+}
+static inline unsigned v4_code(float x, float amax, float r) {
+  float t = r > 0 ? x * r : x / amax;
+  uint32_t u;
+  memcpy(&u, &t, 4);
+  int32_t k = ((int32_t)(u & 0x7fffffffu) - V4_BIAS) >> 23;
+  return k < 0 ? 0 : k > 15 ? 15 : (unsigned)k;
 }
 
 const float *_mt_codec_map(int bits, int is_signed) {
@@ -353,6 +401,12 @@ static void encode_block(_mt_qtensor_t *q, const float *map, unsigned len, const
     amax = a > amax ? a : amax;
   }
   q->scales[b / _MT_CODEC_BLOCK] = amax;
+  if (q->bits == 4 && !q->is_signed) {
+    const float r = v4_r(amax);
+    for (size_t i = b; i < e; i++)
+      put_code(q, i, v4_code(x[i - b], amax, r));
+    return;
+  }
   /* divide, not multiply by a reciprocal: x == amax must land on 1.0 exactly */
   for (size_t i = b; i < e; i++)
     put_code(q, i, nearest_fast(map, lut, len, amax > 0 ? x[i - b] / amax : 0.0f));
@@ -426,16 +480,18 @@ void _mt_adam_kernel_q_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t
  * scale (a gather at 8 bits, two permutes at 4), the Adam update is the
  * AVX2 kernel (itself bit-identical to the scalar one), and encode takes
  * the absmax (max is order-free on non-NaN values), divides (IEEE, like
- * the scalar), and finds the code the scalar walk would end at: for 4 bits
- * by comparing y with all 15 exact per-entry thresholds (count_up), for 8
+ * the scalar), and finds the code the scalar walk would end at: for m's 4
+ * bits by comparing y with all 15 exact per-entry thresholds (count_up),
+ * for v's 4 bits by v4_code's own arithmetic (v4_k), for 8
  * bits from the map's linear pieces with one exact threshold near a
  * midpoint (code8). Block tails (fewer than 8 elements) go through the
  * scalar code. 8- and 4-bit codes only; 2-bit stays scalar. When both
  * moments have the same width (the common case), whole blocks take a
  * faster route to the same bits: q_block_avx2 decodes and updates in
  * registers, and the encode works in x's scale instead of dividing: at 4
- * bits x is compared with the thresholds moved to the block's scale
- * (encode4_scaled, thr4_mid), at 8 bits the linear pieces are moved there
+ * bits m's x is compared with the thresholds moved to the block's scale
+ * (encode4_scaled, thr4_mid; v multiplies by 1 / absmax, encode4_v), at
+ * 8 bits the linear pieces are moved there
  * (code8x). The bf16/fp16 write-back is adam_kernels.c's vector one.
  * There is no AVX-512 codec path: under AVX-512 the AVX2 one runs. */
 #define AVX2 __attribute__((target("avx2,f16c"))) /* f16c: fp16 gradients */
@@ -578,6 +634,47 @@ AVX2 static inline __m256i code8(__m256 y, int s) {
   return _mm256_min_epi32(_mm256_max_epi32(c, _mm256_setzero_si256()), _mm256_set1_epi32(255));
 }
 
+/* v4_code's k, before the clamp, for 8 lanes of x: t = x * r where
+ * r = v4_r(absmax) > 0, else x / absmax; then four integer steps. */
+AVX2 static inline __m256i v4_k(__m256 x, float r, __m256 va) {
+  const __m256 t = r > 0 ? _mm256_mul_ps(x, _mm256_set1_ps(r)) : _mm256_div_ps(x, va);
+  const __m256i u = _mm256_and_si256(_mm256_castps_si256(t), _mm256_set1_epi32(0x7fffffff));
+  return _mm256_srai_epi32(_mm256_sub_epi32(u, _mm256_set1_epi32(V4_BIAS)), 23);
+}
+
+/* Packs 16 vectors k of v4_k into block b of q: the packs saturate k
+ * (within [-112, 144]) to bytes in [0, 144], a byte min takes them to
+ * [0, 15], as v4_code clamps; then pack4's nibble join. */
+AVX2 static inline void pack4_v(_mt_qtensor_t *q, size_t b, const __m256i *k) {
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const __m256i pairs = _mm256_set1_epi16(0x1001); /* byte 0 x 1 + byte 1 x 16 */
+  const __m256i top = _mm256_set1_epi8(15);
+  for (int i = 0; i < 16; i += 8) {
+    __m256i w01 = _mm256_packus_epi32(k[i], k[i + 1]), w23 = _mm256_packus_epi32(k[i + 2], k[i + 3]);
+    __m256i w45 = _mm256_packus_epi32(k[i + 4], k[i + 5]), w67 = _mm256_packus_epi32(k[i + 6], k[i + 7]);
+    __m256i b0 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w01, w23), order);
+    __m256i b1 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w45, w67), order);
+    b0 = _mm256_min_epu8(b0, top);
+    b1 = _mm256_min_epu8(b1, top);
+    __m256i n0 = _mm256_maddubs_epi16(b0, pairs), n1 = _mm256_maddubs_epi16(b1, pairs);
+    __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi16(n0, n1), 0xd8);
+    _mm256_storeu_si256((__m256i *)(q->codes + (b + 8 * (size_t)i) / 2), packed);
+  }
+}
+
+/* A whole block of v's 4-bit map, absmax amax (any: 0, tiny and huge take
+ * v4_k's division form): a multiply and three integer steps per vector,
+ * no search and no NaN patch (a NaN's code falls out of the clamp). */
+AVX2 static void encode4_v(_mt_qtensor_t *q, const float *x, size_t b, float amax) {
+  q->scales[b / _MT_CODEC_BLOCK] = amax;
+  const float r = v4_r(amax);
+  const __m256 va = _mm256_set1_ps(amax);
+  __m256i k[16];
+  for (int i = 0; i < 16; i++)
+    k[i] = v4_k(_mm256_loadu_ps(x + 8 * i), r, va);
+  pack4_v(q, b, k);
+}
+
 AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned len,
                                    const uint8_t *lut, const __m256 *bc, const float *x, size_t b,
                                    size_t e) {
@@ -597,7 +694,14 @@ AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned 
   q->scales[b / _MT_CODEC_BLOCK] = amax;
   const __m256 va = _mm256_set1_ps(amax);
   uint32_t cb[_MT_CODEC_BLOCK];
-  for (i = 0; i + 8 <= n; i += 8) {
+  const bool v4 = len == 16 && !q->is_signed; /* v's 4-bit map (v4_code) */
+  const float r = v4_r(amax);
+  for (i = 0; v4 && i + 8 <= n; i += 8) {
+    __m256i k = v4_k(_mm256_loadu_ps(x + i), r, va);
+    k = _mm256_min_epi32(_mm256_max_epi32(k, _mm256_setzero_si256()), _mm256_set1_epi32(15));
+    _mm256_storeu_si256((__m256i *)(cb + i), k);
+  }
+  for (; !v4 && i + 8 <= n; i += 8) {
     __m256 y = amax > 0 ? _mm256_div_ps(_mm256_loadu_ps(x + i), va) : _mm256_setzero_ps();
     __m256i c;
     if (len == 16) {
@@ -611,7 +715,8 @@ AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned 
   }
   size_t nv = i; /* cb[0, nv) from vectors, packed below with vectors */
   for (; i < n; i++)
-    cb[i] = nearest_fast(map, lut, len, amax > 0 ? x[i] / amax : 0.0f);
+    cb[i] = v4 ? v4_code(x[i], amax, r)
+                : nearest_fast(map, lut, len, amax > 0 ? x[i] / amax : 0.0f);
   if (q->bits == 8) {
     /* bytes 0, 4, 8, 12 of each 128-bit half: the low byte of each code */
     const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
@@ -733,6 +838,10 @@ AVX2 static inline void pack4(_mt_qtensor_t *q, const uint8_t *lut, const float 
  * 4). bc: the y-space thresholds broadcast, for the division path. */
 AVX2 static void encode4_scaled(_mt_qtensor_t *q, const float *map, const uint8_t *lut,
                                 const __m256 *bc, const float *x, size_t b, float amax) {
+  if (!q->is_signed) {
+    encode4_v(q, x, b, amax);
+    return;
+  }
   if (!(amax > 0 && amax <= FLT_MAX)) {
     encode_block_avx2(q, map, 16, lut, bc, x, b, b + _MT_CODEC_BLOCK);
     return;
@@ -771,32 +880,31 @@ AVX2 static void encode4_scaled(_mt_qtensor_t *q, const float *map, const uint8_
   }
 }
 
-/* encode4_scaled for both moments of a block at once, both absmaxes
- * positive and finite: one loop runs both searches, so each vector's two
- * dependency chains overlap and the loop's own cost is paid once. */
+/* Both moments of a block at once, m's absmax positive and finite and
+ * v's in [2^-100, 2^100] (v4_r > 0): m's search (encode4_scaled) and v's
+ * multiply and exponent (encode4_v) in one loop, so the loop's own cost
+ * is paid once. */
 AVX2 static void encode4_pair(_mt_qtensor_t *m, _mt_qtensor_t *v, const float *mx,
                               const float *vx, size_t b, float am, float av) {
-  float mt[16] __attribute__((aligned(32))), vt[16] __attribute__((aligned(32)));
+  float mt[16] __attribute__((aligned(32)));
   m->scales[b / _MT_CODEC_BLOCK] = am;
   v->scales[b / _MT_CODEC_BLOCK] = av;
   x_thresholds4(1, am, mt);
-  x_thresholds4(0, av, vt);
   const __m256 mr8 = _mm256_load_ps(mt), mr4 = _mm256_load_ps(mt + 8);
   const __m256 mb3 = _mm256_set1_ps(mt[12]), mb11 = _mm256_set1_ps(mt[13]),
                mb7 = _mm256_set1_ps(mt[14]);
-  const __m256 vr8 = _mm256_load_ps(vt), vr4 = _mm256_load_ps(vt + 8);
-  const __m256 vb3 = _mm256_set1_ps(vt[12]), vb11 = _mm256_set1_ps(vt[13]),
-               vb7 = _mm256_set1_ps(vt[14]);
-  __m256i cm[16], cv[16];
+  const float vr = v4_r(av);
+  const __m256 va = _mm256_set1_ps(av);
+  __m256i cm[16], kv[16];
   __m256 nan = _mm256_setzero_ps();
   for (int k = 0; k < 16; k++) {
-    __m256 x = _mm256_loadu_ps(mx + 8 * k), y = _mm256_loadu_ps(vx + 8 * k);
+    __m256 x = _mm256_loadu_ps(mx + 8 * k);
     cm[k] = search4(x, mr8, mr4, mb3, mb11, mb7);
-    cv[k] = search4(y, vr8, vr4, vb3, vb11, vb7);
-    nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, y, _CMP_UNORD_Q)); /* either a NaN */
+    kv[k] = v4_k(_mm256_loadu_ps(vx + 8 * k), vr, va);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
   }
   pack4(m, lut4[1], mx, b, cm, nan);
-  pack4(v, lut4[0], vx, b, cv, nan);
+  pack4_v(v, b, kv);
 }
 
 AVX2 static void encode4_block_avx2(_mt_qtensor_t *q, const float *map, const uint8_t *lut,
@@ -967,6 +1075,13 @@ q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_
    * smallest entry (1e-4; 1e-8 at 8 bits) times a scale of 2^-100 or
    * more cannot */
   const bool vfloor_on = vsc > 0 && vsc < 0x1p-100f;
+  /* v's 4-bit entries are powers of two: for a scale in [2^-100, FLT_MAX]
+   * map[c] * scale is exact, the scale with c - 15 added to its exponent
+   * (normal, >= 2^-115), so an add replaces the permutes */
+  const bool vexp = bits == 4 && vsc >= 0x1p-100f && vsc <= FLT_MAX;
+  uint32_t vsu;
+  memcpy(&vsu, &vsc, 4);
+  const __m256i vsb = _mm256_set1_epi32((int)(vsu - (15u << 23)));
   const __m256 vfloor = vsc > 0 ? _mm256_castsi256_ps(_mm256_set1_epi32(-1)) : _mm256_setzero_ps();
   const __m256 tiny = _mm256_set1_ps(0x1p-149f), zero = _mm256_setzero_ps();
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -992,8 +1107,12 @@ q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_
       __m256i cv = _mm256_srlv_epi32(_mm256_set1_epi32((int)wv), shifts);
       mo = _mm256_blendv_ps(_mm256_permutevar8x32_ps(mlo, cm), _mm256_permutevar8x32_ps(mhi, cm),
                             _mm256_castsi256_ps(_mm256_slli_epi32(cm, 28)));
-      vo = _mm256_blendv_ps(_mm256_permutevar8x32_ps(vlo, cv), _mm256_permutevar8x32_ps(vhi, cv),
-                            _mm256_castsi256_ps(_mm256_slli_epi32(cv, 28)));
+      if (vexp) /* 2^(c-15) * scale: c - 15 added to the scale's exponent */
+        vo = _mm256_castsi256_ps(_mm256_add_epi32(
+            vsb, _mm256_slli_epi32(_mm256_and_si256(cv, _mm256_set1_epi32(0xf)), 23)));
+      else
+        vo = _mm256_blendv_ps(_mm256_permutevar8x32_ps(vlo, cv), _mm256_permutevar8x32_ps(vhi, cv),
+                              _mm256_castsi256_ps(_mm256_slli_epi32(cv, 28)));
     }
     if (vfloor_on)
       vo = _mm256_blendv_ps(vo, tiny, _mm256_and_ps(vfloor, _mm256_cmp_ps(vo, zero, _CMP_NGT_UQ)));
@@ -1034,7 +1153,7 @@ q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_
     encode8_pair(m, v, mb, vb, b, am, av);
     return;
   }
-  if (!(am > 0 && am <= FLT_MAX) || !(av > 0 && av <= FLT_MAX)) { /* rare: one at a time */
+  if (!(am > 0 && am <= FLT_MAX) || !(v4_r(av) > 0)) { /* rare: one at a time */
     encode4_scaled(m, map4[1], lut4[1], mbc, mb, b, am);
     encode4_scaled(v, map4[0], lut4[0], vbc, vb, b, av);
     return;
@@ -1085,7 +1204,9 @@ AVX2 void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_arg
   const uint8_t *mlut = lut_of(m->bits, 1), *vlut = lut_of(v->bits, 0);
   unsigned mlen = 1u << m->bits, vlen = 1u << v->bits;
   float mb[_MT_CODEC_BLOCK], vb[_MT_CODEC_BLOCK];
-  __m256 mbc[15], vbc[15]; /* the 4-bit maps' thresholds broadcast (count_up) */
+  /* the 4-bit maps' thresholds broadcast (count_up); v's 4-bit map
+   * (v4_code) never reads its own, which only keep the signature */
+  __m256 mbc[15], vbc[15];
   if (m->bits == 4)
     bcast15(mbc, thr4[1]);
   if (v->bits == 4)

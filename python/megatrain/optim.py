@@ -77,6 +77,10 @@ _F32, _BF16, _F16 = 0, 1, 2
 _DTYPES = {torch.float32: _F32, torch.bfloat16: _BF16, torch.float16: _F16}
 _STATES = {None: -1, False: 0, "none": 0, "8bit": 1, "4bit": 2, True: 1}  # True: megatrain.RECOMMENDED_COMPRESSION; -1: the environment's
 _FIELDS = {"master": 0, "exp_avg": 1, "exp_avg_sq": 2, "max_exp_avg_sq": 3}
+# The meaning of raw quantised codes in state_dict(): 2 since 4-bit exp_avg_sq
+# moved to the power-of-two map (libmtalloc/optim/codec.c; the C checkpoint
+# format is 2 for the same reason); dicts without the key are format 1.
+_STATE_FORMAT = 2
 
 
 class _Params(ctypes.Structure):
@@ -392,6 +396,7 @@ class _HostAdam(torch.optim.Optimizer):
                            "state_raw_read")
                     st[name + "_codes"], st[name + "_scales"] = codes, scales
                     st["mt_state_bits"] = info.state_bits
+                    st["mt_state_format"] = _STATE_FORMAT
                     continue
                 t = torch.empty(p.shape, dtype=torch.float32)
                 _check(lib.mt_optim_state_read(self._c, i, _FIELDS[name], t.data_ptr(),
@@ -434,6 +439,12 @@ class _HostAdam(torch.optim.Optimizer):
                         raise ValueError("megatrain: the checkpoint's state is %s-bit, this "
                                          "optimizer's %s" % (st.get("mt_state_bits"),
                                                              info.state_bits or "FP32"))
+                    if info.state_bits == 4 and st.get("mt_state_format", 1) != _STATE_FORMAT:
+                        raise ValueError("megatrain: the checkpoint's 4-bit state is format %s, "
+                                         "whose exp_avg_sq codes use the dynamic-exponent map "
+                                         "this build no longer decodes (format %d: powers of "
+                                         "two); resume it with the build that wrote it"
+                                         % (st.get("mt_state_format", 1), _STATE_FORMAT))
                     codes = st[name + "_codes"].contiguous()
                     scales = st[name + "_scales"].to(torch.float32).contiguous()
                     _check(lib.mt_optim_state_raw_write(self._c, i, f, codes.data_ptr(),

@@ -216,7 +216,11 @@ static void probe_encode_scaled(int bits, int is_signed) {
     for (size_t i = 1; i < _MT_CODEC_BLOCK; i++) {
       unsigned c = (unsigned)(next() % (len - 1));
       float t = (map[c] + map[c + 1]) / 2; /* near the threshold between c and c + 1 */
+      if (bits == 4 && !is_signed) /* v's powers of two round at sqrt 2 (v4_code) */
+        t = map[c] * (1.0f + 0x3504F3p-23f);
       float y = t * amax;
+      if (bits == 4 && !is_signed && i % 16 == 15)
+        y = -y; /* negatives: no v is one, but the encode takes any float */
       int d = (int)(next() % 9) - 4;
       for (int k = 0; k < (d < 0 ? -d : d); k++)
         y = nextafterf(y, d < 0 ? -INFINITY : INFINITY);
@@ -252,16 +256,18 @@ static void probe_encode_scaled(int bits, int is_signed) {
 }
 
 /* Every float x in [-amax, amax], in blocks whose absmax is amax, through
- * the AVX2 and scalar 8-bit encodes of both maps (the unsigned one's
- * negatives included): the codes must agree. Not run by
- * default (2^32 values, minutes): `test_codec_simd --sweep8` by hand. */
-static void sweep8(float amax) {
+ * the AVX2 and scalar encodes (bits 8 or 4) of both maps (the unsigned
+ * one's negatives included): the codes must agree. Not run by default
+ * (2^32 values, minutes): `test_codec_simd --sweep8` or `--sweep4` by
+ * hand. */
+static void sweep(int bits, float amax) {
   enum { CHUNK = 1 << 20 };
   float *x = malloc(CHUNK * sizeof(float));
   CHECK(x != NULL, "malloc");
   _mt_qtensor_t a[2], b[2];
   for (int s = 0; s < 2; s++)
-    CHECK(_mt_qtensor_alloc(&a[s], CHUNK, 8, s) == 0 && _mt_qtensor_alloc(&b[s], CHUNK, 8, s) == 0,
+    CHECK(_mt_qtensor_alloc(&a[s], CHUNK, bits, s) == 0 &&
+              _mt_qtensor_alloc(&b[s], CHUNK, bits, s) == 0,
           "alloc");
   uint32_t top;
   memcpy(&top, &amax, 4);
@@ -283,14 +289,15 @@ static void sweep8(float amax) {
       for (int s = 0; s < 2; s++) {
         _mt_codec_encode(&a[s], x, 0, n);
         _mt_codec_encode_avx2(&b[s], x, 0, n);
-        for (size_t i = 0; i < n; i++)
-          CHECK(a[s].codes[i] == b[s].codes[i], "sweep8 amax %a map %d: x %a: code %u vs %u", amax,
-                s, x[i], a[s].codes[i], b[s].codes[i]);
+        for (size_t i = 0; i < n * (size_t)bits / 8; i++)
+          CHECK(a[s].codes[i] == b[s].codes[i], "sweep%d amax %a map %d: x %a: codes 0x%02x vs 0x%02x",
+                bits, amax, s, x[i * 8 / (size_t)bits], a[s].codes[i], b[s].codes[i]);
       }
       done += n;
     }
   }
-  printf("test_codec_simd: sweep8 amax %a: %llu values agree\n", amax, (unsigned long long)done);
+  printf("test_codec_simd: sweep%d amax %a: %llu values agree\n", bits, amax,
+         (unsigned long long)done);
   for (int s = 0; s < 2; s++) {
     _mt_qtensor_free(&a[s]);
     _mt_qtensor_free(&b[s]);
@@ -374,8 +381,13 @@ int main(int argc, char **argv) {
     probe_encode_scaled(bits, 0);
   }
   if (argc > 1 && strcmp(argv[1], "--sweep8") == 0) { /* by hand: minutes */
-    sweep8(1.0f);
-    sweep8(0x1.5bf0a8p-37f);
+    sweep(8, 1.0f);
+    sweep(8, 0x1.5bf0a8p-37f);
+  }
+  if (argc > 1 && strcmp(argv[1], "--sweep4") == 0) { /* by hand: minutes */
+    sweep(4, 1.0f);
+    sweep(4, 0x1.5bf0a8p-37f);
+    sweep(4, 0x1.8p-120f); /* v4_code's division form */
   }
   const _mt_adam_hp_t hps[] = {
       {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-2,

@@ -6,7 +6,8 @@ FP32 state (torch-shaped tensors: 'step' a float32 tensor, exp_avg,
 exp_avg_sq), 8-bit and 4-bit state (raw codes and scales), bf16
 parameters (their FP32 master), amsgrad, and the large-model form
 (checkpoint_threshold_bytes=0: the dict refers to mtalloc's checkpoint
-file). A 4-bit dict loaded into an 8-bit optimizer is refused; bf16
+file). A 4-bit dict loaded into an 8-bit optimizer is refused, and so
+is a 4-bit dict of format 1 (before exp_avg_sq's power-of-two map); bf16
 weights changed after the optimizer was created are what its first step
 starts from; a torch.optim.AdamW checkpoint resumes under mt.AdamW bit for
 bit. Exits 0 or 1.
@@ -132,4 +133,12 @@ try:
     check(False, "a 4-bit dict loaded into an 8-bit optimizer")
 except ValueError:
     pass
+for st in sd4["state"].values():  # as a build before format 2 saved it
+    st.pop("mt_state_format", None)
+m4, o4, _ = make(torch.float32, compression="4bit")
+try:
+    o4.load_state_dict(sd4)
+    check(False, "a format-1 4-bit dict loaded")
+except ValueError as e:
+    check("dynamic-exponent" in str(e), "format-1 message: %s" % e)
 finish("test_optim_resume")
