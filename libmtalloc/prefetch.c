@@ -37,6 +37,15 @@
  * (_mt_write_behind, writebehind.c), on the d2h link while the GPU
  * computes, so that those evictions later need no copy and no wait.
  *
+ * Timeliness feedback (MT_PREFETCH_LEAD, predictor/lead.h): a region
+ * whose use finds its fetch late -- its stream waits for the prefetch copy,
+ * or chunks of it are still in host memory or on NVMe when its launch
+ * begins -- gets a lead, remembered by key, and in later iterations it is
+ * prefetched when it is predicted up to depth + lead launches ahead rather
+ * than depth; a use on time shrinks the lead again. The walk asks the
+ * predictor for depth + MT_PREFETCH_LEAD launches; beyond depth only
+ * regions whose lead reaches that far join the window.
+ *
  * Counters: prefetches (chunks fetched ahead), prefetch_used (of those,
  * touched by a launch or copy before leaving the GPU), prefetch_late
  * (uses whose stream had to wait for the prefetch copy).
@@ -47,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lead.h"
 #include "mix.h"
 #include "pager_internal.h"
 #include "predictor.h"
@@ -55,6 +65,7 @@
 
 #define MIN_CONFIDENCE 0.25 /* below this a predicted launch is not prefetched for */
 #define WINDOW_MAX 256      /* regions of the window looked at per launch */
+#define LEAD_KEYS 4096      /* region keys with a lead, at most (predictor/lead.h) */
 
 typedef struct kslot {
   uint64_t key;
@@ -73,6 +84,8 @@ struct mt_prefetch {
   uint64_t id;               /* this launch's identity */
   mt_pred_launch_t *out;     /* depth predictions */
   mt_reuse_t *reuse;         /* next-use estimates, when the policy reads them */
+  mt_lead_t *lead;           /* timeliness feedback; NULL: none (MT_PREFETCH_LEAD=0) */
+  unsigned walk;             /* launches asked of the predictor: depth + the largest lead */
 };
 
 int _mt_prefetch_open(mt_pager_t *p, const char *predictor, unsigned depth) {
@@ -89,9 +102,13 @@ int _mt_prefetch_open(mt_pager_t *p, const char *predictor, unsigned depth) {
   pf->reuse = dues ? _mt_reuse_create() : NULL;
   pf->cap = 1024;
   pf->map = calloc(pf->cap, sizeof(*pf->map));
-  pf->out = calloc(depth ? depth : 1, sizeof(*pf->out));
-  if (pf->pred == NULL || pf->map == NULL || pf->out == NULL || (dues && pf->reuse == NULL)) {
+  pf->lead = prefetch ? _mt_lead_create(LEAD_KEYS, p->pf_lead) : NULL;
+  pf->walk = pf->depth + _mt_lead_max(pf->lead);
+  pf->out = calloc(pf->walk ? pf->walk : 1, sizeof(*pf->out));
+  if (pf->pred == NULL || pf->map == NULL || pf->out == NULL || (dues && pf->reuse == NULL) ||
+      (prefetch && p->pf_lead > 0 && pf->lead == NULL)) {
     if (pf->pred) ops->destroy(pf->pred);
+    _mt_lead_destroy(pf->lead);
     _mt_reuse_destroy(pf->reuse);
     free(pf->map);
     free(pf->out);
@@ -107,6 +124,7 @@ void _mt_prefetch_close(mt_pager_t *p) {
   if (pf == NULL) return;
   pf->ops->destroy(pf->pred);
   _mt_reuse_destroy(pf->reuse);
+  _mt_lead_destroy(pf->lead);
   free(pf->map);
   free(pf->regs);
   free(pf->out);
@@ -173,9 +191,11 @@ int _mt_prefetch_wait(mt_pager_t *p, mt_region_t *r, mt_handle_t s) {
   if (q == 1) {
     _mt_event_put(p, r->pf_event);
     r->pf_event = 0;
+    if (p->pf != NULL) _mt_lead_on_time(p->pf->lead, r->key);
     return 0;
   }
   mt_stat_add(prefetch_late, 1);
+  if (p->pf != NULL) _mt_lead_late(p->pf->lead, r->key);
   return p->dev->ops->stream_wait(p->dev, s, r->pf_event);
 }
 
@@ -226,6 +246,15 @@ static bool prefetch_region(mt_pager_t *p, mt_region_t *r, mt_handle_t s) {
   return rc == 0 && fl == 0;
 }
 
+/* A launch begins and r still has chunks in host memory or on NVMe: they
+ * will be fetched on demand, so whatever fetch was meant for them (if any)
+ * came too late. Never-touched chunks do not count: nothing fetches them. */
+static bool fetched_late(const mt_region_t *r) {
+  for (uint32_t i = 0; i < r->nchunks; i++)
+    if (r->chunks[i].state == CH_HOST || r->chunks[i].state == CH_NVME) return true;
+  return false;
+}
+
 void _mt_prefetch_begin(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n) {
   mt_prefetch_t *pf = p->pf;
   pf->nregs = 0;
@@ -269,6 +298,7 @@ void _mt_prefetch_begin(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n
     /* its use now, before the residency that follows asks for its next */
     if (pf->reuse != NULL) (void)_mt_reuse_use(pf->reuse, r->key);
     if (r->kind == REG_SMALL) continue; /* always resident: nothing to prefetch */
+    if (pf->lead != NULL && r->ndevice < r->nchunks && fetched_late(r)) _mt_lead_late(pf->lead, r->key);
     pf->regs[m++] = (mt_pred_region_t){r->key, r->size};
   }
   pf->nregs = m;
@@ -290,7 +320,7 @@ void _mt_prefetch_launch(mt_pager_t *p, mt_handle_t s) {
   if (id == 0 || pf->depth == 0) return; /* no identity (out of memory), or no prefetching */
   pf->ops->observe(pf->pred, id, pf->regs, pf->nregs);
   if (_mt_capture_active(p)) return; /* no waits, queries or mapping changes now */
-  size_t np = pf->ops->predict(pf->pred, pf->out, pf->depth);
+  size_t np = pf->ops->predict(pf->pred, pf->out, pf->walk);
   /* 1. the window: the regions the predicted launches use, each looked up
    * once (launches predicted again, and the current one, whose regions are
    * resident, are skipped), marked so that no eviction made for them
@@ -304,6 +334,8 @@ void _mt_prefetch_launch(mt_pager_t *p, mt_handle_t s) {
       kslot_t *ks = map_find(pf, pf->out[j].regions[k].key);
       mt_region_t *r = ks ? ks->r : NULL;
       if (r == NULL || r->freed || r->epoch == p->epoch) continue; /* unknown, dead, or already in */
+      /* beyond the depth: only regions whose lead reaches this far */
+      if (j >= pf->depth && _mt_lead_get(pf->lead, r->key) < j - pf->depth + 1) continue;
       r->epoch = p->epoch;
       win[nwin++] = r;
       if (r->kind != REG_SMALL) lack += (size_t)(r->nchunks - r->ndevice) * p->chunk;
