@@ -13,6 +13,7 @@
 #include "mix.h"
 
 #define PROBE_MAX 16 /* replacement looks this far for the weakest entry */
+#define DECAY_USES 8 /* on-time uses that take one launch off a lead */
 
 typedef struct lent {
   uint64_t key;   /* 0: empty */
@@ -104,7 +105,7 @@ void _mt_lead_on_time(mt_lead_t *l, uint64_t key) {
   if (l == NULL || key == 0) return;
   lent_t *e = find(l, key);
   if (e == NULL) return;
-  if (++e->ontime < 2) return;
+  if (++e->ontime < DECAY_USES) return;
   e->ontime = 0;
   if (--e->lead == 0) erase(l, e);
 }

@@ -8,8 +8,10 @@
  * the device at all and the launch fetched them on demand) gets a lead: the
  * number of launches beyond the depth at which it is prefetched in the next
  * iteration. Each late use doubles the lead (1, 2, 4, ...) up to the bound
- * given at creation; every second use on time takes one launch off it, so a
- * lead that is no longer needed fades and stops taking room early.
+ * given at creation; every eighth use on time takes one launch off it, so a
+ * lead that is no longer needed fades and stops taking room early. Slowly:
+ * a use is on time mostly because of its lead, and a lead dropped too soon
+ * makes the next use late again.
  *
  * Bounded memory: an open-addressed table of `capacity` entries (a power of
  * two); when it is three-quarters full a new late key replaces the entry
@@ -32,7 +34,7 @@ void _mt_lead_destroy(mt_lead_t *l);
 
 /* Key (nonzero) was used late: its lead doubles (0 becomes 1), bounded. */
 void _mt_lead_late(mt_lead_t *l, uint64_t key);
-/* Key was used on time: every second such use takes one launch off its
+/* Key was used on time: every eighth such use takes one launch off its
  * lead; a key without a lead is not stored. */
 void _mt_lead_on_time(mt_lead_t *l, uint64_t key);
 /* Key's lead in launches, 0 when none (or l is NULL). */

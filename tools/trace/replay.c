@@ -112,8 +112,8 @@ static void usage(FILE *f) {
           "                        use while this one runs)\n"
           "  --prefetch-depth N    predicted launches to prefetch for (default 8)\n"
           "  --prefetch-lead N     timeliness feedback: a region whose prefetch came late is\n"
-          "                        prefetched up to N launches earlier next time (default 8,\n"
-          "                        as MT_PREFETCH_LEAD; 0 = none)\n"
+          "                        prefetched up to N launches earlier next time (default 0,\n"
+          "                        none, as MT_PREFETCH_LEAD)\n"
           "  --readahead-depth N   with a predictor and --nvme-mem: predicted launches to read\n"
           "                        NVMe chunks into host memory for, asynchronously\n"
           "                        (readahead.c; default 1024 as MT_READAHEAD_DEPTH, 0 = none)\n"
@@ -390,7 +390,7 @@ int mt_cmd_replay(int argc, char **argv) {
   int opt_comp = -1;          /* --state-compression: -1 the trace's, else 0 none, 1 8bit, 2 4bit */
   double h2d = 25e9, d2h = 25e9, nvme_rd = 3.2e9, nvme_wr = 3.2e9;
   const char *policy = "nextuse", *predictor = "none";
-  unsigned depth = 8, ra_depth = 1024, lead = 8;
+  unsigned depth = 8, ra_depth = 1024, lead = 0;
   bool json = false, no_belady = false, host_map = true, unmap_sync = true, writes_aware = false;
   int handoff = 0; /* auto */
   optind = 1;
