@@ -1,6 +1,6 @@
 /* Description: per-key prefetch leads (predictor/lead.c): a late key gets
  * a lead that doubles with each late use up to the bound, on-time uses take
- * it back one launch per two uses until the key is forgotten, keys are
+ * it back one launch per eight uses until the key is forgotten, keys are
  * independent, a full table replaces its weakest entries and stays
  * findable, and no table (bound 0) means no feedback. */
 #include <criterion/criterion.h>
@@ -26,14 +26,14 @@ Test(lead, decays_when_on_time_and_is_forgotten) {
   mt_lead_t *l = _mt_lead_create(64, 16);
   for (int i = 0; i < 3; i++) _mt_lead_late(l, 5); /* 4 */
   cr_assert_eq(_mt_lead_get(l, 5), 4);
-  _mt_lead_on_time(l, 5);
-  cr_assert_eq(_mt_lead_get(l, 5), 4, "one on-time use is not enough");
+  for (int i = 0; i < 7; i++) _mt_lead_on_time(l, 5);
+  cr_assert_eq(_mt_lead_get(l, 5), 4, "seven on-time uses are not enough");
   _mt_lead_on_time(l, 5);
   cr_assert_eq(_mt_lead_get(l, 5), 3);
   _mt_lead_late(l, 5);
   cr_assert_eq(_mt_lead_get(l, 5), 6, "late again: doubles from where it was");
-  for (int i = 0; i < 12; i++) _mt_lead_on_time(l, 5);
-  cr_assert_eq(_mt_lead_get(l, 5), 0, "twelve on-time uses take six launches off");
+  for (int i = 0; i < 48; i++) _mt_lead_on_time(l, 5);
+  cr_assert_eq(_mt_lead_get(l, 5), 0, "48 on-time uses take six launches off");
   cr_assert_eq(_mt_lead_count(l), 0, "a key with no lead is not kept");
   _mt_lead_on_time(l, 99); /* unknown key: nothing happens */
   cr_assert_eq(_mt_lead_count(l), 0);
@@ -55,10 +55,8 @@ Test(lead, bounded_table_keeps_working) {
   cr_assert_eq(found + (_mt_lead_get(l, 1) == 4), _mt_lead_count(l), "every stored key is findable");
   /* decaying removes entries (backward shift) without losing the others */
   size_t before = _mt_lead_count(l);
-  for (uint64_t k = 100; k < 1100; k++) {
-    _mt_lead_on_time(l, k);
-    _mt_lead_on_time(l, k);
-  }
+  for (uint64_t k = 100; k < 1100; k++)
+    for (int i = 0; i < 8; i++) _mt_lead_on_time(l, k);
   cr_assert_eq(_mt_lead_count(l), before - found);
   _mt_lead_destroy(l);
 }
