@@ -32,7 +32,8 @@
  * in the first iteration, does not change its first toucher's identity in
  * the second: two iterations are enough to learn from.
  *
- * Pacing: a prefetch starts only while the h2d link is idle. Its mapping
+ * Pacing (MT_PREFETCH_PACE, off by default): a prefetch starts only while
+ * the h2d link is idle. Its mapping
  * changes would otherwise wait for the copies in flight (the unmap fence,
  * unmapfence.c), holding the host -- and the kernels it has yet to issue
  * -- behind data meant for later launches; and a long queue on the link
@@ -40,7 +41,9 @@
  * launch's prefetch fetches the nearest region its window lacks, and the
  * next ones wait for a later launch. Measured on the G10 traces
  * (README, Prefetching): BERT 98.0 -> 99.9% of ideal, Inception 94.2 ->
- * 95.8%; batching a whole window's fetches behind one fence lost to it.
+ * 95.8%, but SENet154 78.8 -> 77.5% and a link-bound synth trace slower
+ * (the link idles while prefetches wait); batching a whole window's
+ * fetches behind one fence lost to both.
  *
  * Write-behind: the window's missing bytes tell how much will be evicted
  * soon; as much of the coldest dirty chunks is copied to host memory now
@@ -221,8 +224,9 @@ static bool prefetch_region(mt_pager_t *p, mt_region_t *r, mt_handle_t s) {
   /* Every fetch changes mappings, and a mapping change waits for the
    * fetch copies in flight (unmapfence.c): a prefetch issued while the
    * link is still busy would hold the host until the link drains, and the
-   * GPU runs dry behind it. So one is put off to a later launch instead. */
-  if (p->dev->info.unmap_syncs && !_mt_h2d_idle(p)) return false;
+   * GPU runs dry behind it. So one is put off to a later launch instead
+   * (MT_PREFETCH_PACE). */
+  if (p->pf_pace && p->dev->info.unmap_syncs && !_mt_h2d_idle(p)) return false;
   p->prefetching = true; /* no waits: not even for freed regions (pager.c) */
   if (_mt_make_room(p, lack * p->chunk) < 0) {
     p->prefetching = false;
