@@ -35,6 +35,9 @@ static int run(void *ctx) {
   return _mt_vdev_kernel(k->d, 0, k->dur);
 }
 
+static mt_pager_t *kept[4];
+static int nkept;
+
 /* Runs the loop with the given lead; late[i] = prefetch_late in iteration i. */
 static void loop(unsigned lead, bool pace, uint64_t late[ITERS], uint64_t wait_ns[ITERS]) {
   memset(&_mt_stats, 0, sizeof(_mt_stats));
@@ -74,6 +77,9 @@ static void loop(unsigned lead, bool pace, uint64_t late[ITERS], uint64_t wait_n
     late[it] = mt_stat_get(prefetch_late) - late0;
     wait_ns[it] = t1.stream_wait_ns - t0.stream_wait_ns;
   }
+  /* A pager lives for the process (there is no destroy, as in the
+   * library): kept reachable here, not leaked. */
+  kept[nkept++] = p;
   __atomic_store_n(&_mt_pager, NULL, __ATOMIC_RELEASE);
 }
 
