@@ -33,13 +33,13 @@
  * the second: two iterations are enough to learn from.
  *
  * Pacing (MT_PREFETCH_PACE, off by default): a prefetch starts only while
- * the h2d link is idle. Its mapping
- * changes would otherwise wait for the copies in flight (the unmap fence,
- * unmapfence.c), holding the host -- and the kernels it has yet to issue
- * -- behind data meant for later launches; and a long queue on the link
- * makes the next launch's own mapping changes wait as long. In practice a
- * launch's prefetch fetches the nearest region its window lacks, and the
- * next ones wait for a later launch. Measured on the G10 traces
+ * the h2d link is idle. Its mapping changes would otherwise wait for the
+ * copies in flight (the unmap fence, unmapfence.c), holding the host --
+ * and the kernels it has yet to issue -- behind data meant for later
+ * launches; and a long queue on the link makes the next launch's own
+ * mapping changes wait as long. In practice a launch's prefetch fetches
+ * the nearest region its window lacks, and the next ones wait for a later
+ * launch. Measured on the G10 traces
  * (README, Prefetching): BERT 98.0 -> 99.9% of ideal, Inception 94.2 ->
  * 95.8%, but SENet154 78.8 -> 77.5% and a link-bound synth trace slower
  * (the link idles while prefetches wait); batching a whole window's
@@ -95,7 +95,7 @@ struct mt_prefetch {
   size_t cap_regs;
   size_t nregs;              /* of them, this launch's (begin to launch) */
   uint64_t id;               /* this launch's identity */
-  mt_pred_launch_t *out;     /* depth predictions */
+  mt_pred_launch_t *out;     /* walk predictions */
   mt_reuse_t *reuse;         /* next-use estimates, when the policy reads them */
   mt_lead_t *lead;           /* timeliness feedback; NULL: none (MT_PREFETCH_LEAD=0) */
   unsigned walk;             /* launches asked of the predictor: depth + the largest lead */
