@@ -106,6 +106,14 @@ typedef enum mt_opt_type {
     "correlation = second-order launch correlation (prefetch.c)")                  \
   X(PREFETCH_DEPTH, INT, "8", 0, 1024, "", "launches",                             \
     "how many predicted launches ahead to prefetch for; 0 = none")                 \
+  X(PREFETCH_LEAD, INT, "0", 0, 255, "", "launches",                              \
+    "timeliness feedback: a region whose prefetch came late is prefetched up to this many " \
+    "launches beyond MT_PREFETCH_DEPTH later on (predictor/lead.c); 0 = none (measured no " \
+    "gain on the G10 traces, README)") \
+  X(PREFETCH_PACE, BOOL, "off", 0, 0, "", "",                                     \
+    "start a prefetch only while the host-to-device link is idle, so that its mapping changes " \
+    "never hold the host behind earlier copies (prefetch.c); faster on 4 of the 5 G10 traces, " \
+    "slower when the link is the bottleneck (README)")                           \
   X(READAHEAD_DEPTH, INT, "1024", 0, 4096, "", "launches",                        \
     "with a predictor and an NVMe tier: how many predicted launches ahead to read chunks from " \
     "NVMe into host memory, asynchronously (readahead.c); 0 = none")              \

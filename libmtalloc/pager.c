@@ -1197,6 +1197,8 @@ int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_evict);
   if (rc == 0) rc = d->ops->event_create(d, &p->ev_h2d);
   p->ra_depth = cfg->readahead_depth;
+  p->pf_lead = cfg->prefetch_lead;
+  p->pf_pace = cfg->prefetch_pace;
   if (rc == 0 && (rc = _mt_prefetch_open(p, cfg->predictor, cfg->prefetch_depth)) == -EINVAL) {
     mt_error("MT_PREDICTOR=\"%s\" is not a predictor; prefetching is off", cfg->predictor);
     rc = 0;
@@ -1232,6 +1234,8 @@ static void pager_init(void) {
     .predictor = _mt_opt_str(MT_OPT_PREDICTOR),
     .prefetch_depth = (unsigned)_mt_opt_int(MT_OPT_PREFETCH_DEPTH),
     .readahead_depth = (unsigned)_mt_opt_int(MT_OPT_READAHEAD_DEPTH),
+    .prefetch_lead = (unsigned)_mt_opt_int(MT_OPT_PREFETCH_LEAD),
+    .prefetch_pace = _mt_opt_int(MT_OPT_PREFETCH_PACE) != 0,
     .host_map = _mt_opt_int(MT_OPT_HOST_MAP) == 0,
     .handoff = (int)_mt_opt_int(MT_OPT_HANDOFF),
   };

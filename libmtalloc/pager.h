@@ -43,6 +43,8 @@ typedef struct mt_pager_config {
   unsigned prefetch_depth; /* MT_PREFETCH_DEPTH */
   int handoff;          /* MT_HANDOFF: 0 auto, 1 on, 2 off */
   unsigned readahead_depth; /* MT_READAHEAD_DEPTH */
+  unsigned prefetch_lead; /* MT_PREFETCH_LEAD; 0 (unset): no timeliness feedback */
+  bool prefetch_pace;   /* MT_PREFETCH_PACE; false (unset): prefetch whenever room allows */
 } mt_pager_config_t;
 struct mt_pager;
 int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, struct mt_pager **out);

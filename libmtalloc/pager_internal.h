@@ -407,6 +407,8 @@ struct mt_pager {
   uint64_t clock;            /* prefetch.c: launches seen, the unit of next-use dues */
   struct mt_readahead *ra;   /* readahead.c; NULL: none yet (made at the first launch) */
   unsigned ra_depth;         /* MT_READAHEAD_DEPTH; 0: no read-ahead */
+  unsigned pf_lead;          /* MT_PREFETCH_LEAD: largest lead in launches (prefetch.c); 0: none */
+  bool pf_pace;              /* MT_PREFETCH_PACE: a prefetch starts only on an idle h2d link */
   /* write-behind (pager.c): batches of copies that clean dirty chunks ahead
    * of their eviction, oldest first; ids grow, done_id: all up to it done */
   struct mt_clean_batch { uint32_t id; mt_handle_t ev; } clean_ring[8]; /* MT_CLEAN_RING */

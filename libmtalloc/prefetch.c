@@ -32,10 +32,32 @@
  * in the first iteration, does not change its first toucher's identity in
  * the second: two iterations are enough to learn from.
  *
+ * Pacing (MT_PREFETCH_PACE, off by default): a prefetch starts only while
+ * the h2d link is idle. Its mapping changes would otherwise wait for the
+ * copies in flight (the unmap fence, unmapfence.c), holding the host --
+ * and the kernels it has yet to issue -- behind data meant for later
+ * launches; and a long queue on the link makes the next launch's own
+ * mapping changes wait as long. In practice a launch's prefetch fetches
+ * the nearest region its window lacks, and the next ones wait for a later
+ * launch. Measured on the G10 traces
+ * (README, Prefetching): BERT 98.0 -> 99.9% of ideal, Inception 94.2 ->
+ * 95.8%, but SENet154 78.8 -> 77.5% and a link-bound synth trace slower
+ * (the link idles while prefetches wait); batching a whole window's
+ * fetches behind one fence lost to both.
+ *
  * Write-behind: the window's missing bytes tell how much will be evicted
  * soon; as much of the coldest dirty chunks is copied to host memory now
  * (_mt_write_behind, writebehind.c), on the d2h link while the GPU
  * computes, so that those evictions later need no copy and no wait.
+ *
+ * Timeliness feedback (MT_PREFETCH_LEAD, predictor/lead.h): a region
+ * whose use finds its fetch late -- its stream waits for the prefetch copy,
+ * or chunks of it are still in host memory or on NVMe when its launch
+ * begins -- gets a lead, remembered by key, and in later iterations it is
+ * prefetched when it is predicted up to depth + lead launches ahead rather
+ * than depth; a use on time shrinks the lead again. The walk asks the
+ * predictor for depth + MT_PREFETCH_LEAD launches; beyond depth only
+ * regions whose lead reaches that far join the window.
  *
  * Counters: prefetches (chunks fetched ahead), prefetch_used (of those,
  * touched by a launch or copy before leaving the GPU), prefetch_late
@@ -47,6 +69,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lead.h"
 #include "mix.h"
 #include "pager_internal.h"
 #include "predictor.h"
@@ -55,6 +78,7 @@
 
 #define MIN_CONFIDENCE 0.25 /* below this a predicted launch is not prefetched for */
 #define WINDOW_MAX 256      /* regions of the window looked at per launch */
+#define LEAD_KEYS 4096      /* region keys with a lead, at most (predictor/lead.h) */
 
 typedef struct kslot {
   uint64_t key;
@@ -71,8 +95,10 @@ struct mt_prefetch {
   size_t cap_regs;
   size_t nregs;              /* of them, this launch's (begin to launch) */
   uint64_t id;               /* this launch's identity */
-  mt_pred_launch_t *out;     /* depth predictions */
+  mt_pred_launch_t *out;     /* walk predictions */
   mt_reuse_t *reuse;         /* next-use estimates, when the policy reads them */
+  mt_lead_t *lead;           /* timeliness feedback; NULL: none (MT_PREFETCH_LEAD=0) */
+  unsigned walk;             /* launches asked of the predictor: depth + the largest lead */
 };
 
 int _mt_prefetch_open(mt_pager_t *p, const char *predictor, unsigned depth) {
@@ -89,9 +115,13 @@ int _mt_prefetch_open(mt_pager_t *p, const char *predictor, unsigned depth) {
   pf->reuse = dues ? _mt_reuse_create() : NULL;
   pf->cap = 1024;
   pf->map = calloc(pf->cap, sizeof(*pf->map));
-  pf->out = calloc(depth ? depth : 1, sizeof(*pf->out));
-  if (pf->pred == NULL || pf->map == NULL || pf->out == NULL || (dues && pf->reuse == NULL)) {
+  pf->lead = prefetch ? _mt_lead_create(LEAD_KEYS, p->pf_lead) : NULL;
+  pf->walk = pf->depth + _mt_lead_max(pf->lead);
+  pf->out = calloc(pf->walk ? pf->walk : 1, sizeof(*pf->out));
+  if (pf->pred == NULL || pf->map == NULL || pf->out == NULL || (dues && pf->reuse == NULL) ||
+      (prefetch && p->pf_lead > 0 && pf->lead == NULL)) {
     if (pf->pred) ops->destroy(pf->pred);
+    _mt_lead_destroy(pf->lead);
     _mt_reuse_destroy(pf->reuse);
     free(pf->map);
     free(pf->out);
@@ -107,6 +137,7 @@ void _mt_prefetch_close(mt_pager_t *p) {
   if (pf == NULL) return;
   pf->ops->destroy(pf->pred);
   _mt_reuse_destroy(pf->reuse);
+  _mt_lead_destroy(pf->lead);
   free(pf->map);
   free(pf->regs);
   free(pf->out);
@@ -173,9 +204,11 @@ int _mt_prefetch_wait(mt_pager_t *p, mt_region_t *r, mt_handle_t s) {
   if (q == 1) {
     _mt_event_put(p, r->pf_event);
     r->pf_event = 0;
+    if (p->pf != NULL) _mt_lead_on_time(p->pf->lead, r->key);
     return 0;
   }
   mt_stat_add(prefetch_late, 1);
+  if (p->pf != NULL) _mt_lead_late(p->pf->lead, r->key);
   return p->dev->ops->stream_wait(p->dev, s, r->pf_event);
 }
 
@@ -188,6 +221,12 @@ static bool prefetch_region(mt_pager_t *p, mt_region_t *r, mt_handle_t s) {
   for (uint32_t i = 0; i < r->nchunks; i++)
     lack += r->chunks[i].state == CH_HOST || r->chunks[i].state == CH_NVME;
   if (lack == 0) return true;
+  /* Every fetch changes mappings, and a mapping change waits for the
+   * fetch copies in flight (unmapfence.c): a prefetch issued while the
+   * link is still busy would hold the host until the link drains, and the
+   * GPU runs dry behind it. So one is put off to a later launch instead
+   * (MT_PREFETCH_PACE). */
+  if (p->pf_pace && p->dev->info.unmap_syncs && !_mt_h2d_idle(p)) return false;
   p->prefetching = true; /* no waits: not even for freed regions (pager.c) */
   if (_mt_make_room(p, lack * p->chunk) < 0) {
     p->prefetching = false;
@@ -224,6 +263,15 @@ static bool prefetch_region(mt_pager_t *p, mt_region_t *r, mt_handle_t s) {
     }
   }
   return rc == 0 && fl == 0;
+}
+
+/* A launch begins and r still has chunks in host memory or on NVMe: they
+ * will be fetched on demand, so whatever fetch was meant for them (if any)
+ * came too late. Never-touched chunks do not count: nothing fetches them. */
+static bool fetched_late(const mt_region_t *r) {
+  for (uint32_t i = 0; i < r->nchunks; i++)
+    if (r->chunks[i].state == CH_HOST || r->chunks[i].state == CH_NVME) return true;
+  return false;
 }
 
 void _mt_prefetch_begin(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n) {
@@ -269,6 +317,7 @@ void _mt_prefetch_begin(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n
     /* its use now, before the residency that follows asks for its next */
     if (pf->reuse != NULL) (void)_mt_reuse_use(pf->reuse, r->key);
     if (r->kind == REG_SMALL) continue; /* always resident: nothing to prefetch */
+    if (pf->lead != NULL && r->ndevice < r->nchunks && fetched_late(r)) _mt_lead_late(pf->lead, r->key);
     pf->regs[m++] = (mt_pred_region_t){r->key, r->size};
   }
   pf->nregs = m;
@@ -290,7 +339,7 @@ void _mt_prefetch_launch(mt_pager_t *p, mt_handle_t s) {
   if (id == 0 || pf->depth == 0) return; /* no identity (out of memory), or no prefetching */
   pf->ops->observe(pf->pred, id, pf->regs, pf->nregs);
   if (_mt_capture_active(p)) return; /* no waits, queries or mapping changes now */
-  size_t np = pf->ops->predict(pf->pred, pf->out, pf->depth);
+  size_t np = pf->ops->predict(pf->pred, pf->out, pf->walk);
   /* 1. the window: the regions the predicted launches use, each looked up
    * once (launches predicted again, and the current one, whose regions are
    * resident, are skipped), marked so that no eviction made for them
@@ -304,6 +353,8 @@ void _mt_prefetch_launch(mt_pager_t *p, mt_handle_t s) {
       kslot_t *ks = map_find(pf, pf->out[j].regions[k].key);
       mt_region_t *r = ks ? ks->r : NULL;
       if (r == NULL || r->freed || r->epoch == p->epoch) continue; /* unknown, dead, or already in */
+      /* beyond the depth: only regions whose lead reaches this far */
+      if (j >= pf->depth && _mt_lead_get(pf->lead, r->key) < j - pf->depth + 1) continue;
       r->epoch = p->epoch;
       win[nwin++] = r;
       if (r->kind != REG_SMALL) lack += (size_t)(r->nchunks - r->ndevice) * p->chunk;

@@ -19,6 +19,9 @@ each with --writes all and --writes aware (--writes picks one):
                         auto, which is on once chunks live on NVMe)
   correlation + nextuse --predictor correlation
   correlation + nextuse, handoff on   the same with --handoff on
+  correlation + nextuse, paced        the same with --prefetch-pace on
+                        (MT_PREFETCH_PACE: a prefetch starts only while
+                        the h2d link is idle)
 --quick skips ResNet152, SENet154 and 30B (the slow ones); --only keeps
 the named workloads (BERT_Base, VIT, Inceptionv3, ResNet152, SENet154,
 7b, 30b). Prints a markdown table; the raw JSON of every replay is left
@@ -74,7 +77,9 @@ print("|---|---|---:|---:|---:|---:|---:|---:|")
 configs = [("demand + LRU", ["--predictor", "none", "--policy", "lru", "--handoff", "off"]),
            ("demand + nextuse", ["--predictor", "none", "--policy", "nextuse", "--handoff", "auto"]),
            ("correlation + nextuse", ["--predictor", "correlation", "--policy", "nextuse", "--handoff", "auto"]),
-           ("correlation + nextuse, handoff on", ["--predictor", "correlation", "--policy", "nextuse", "--handoff", "on"])]
+           ("correlation + nextuse, handoff on", ["--predictor", "correlation", "--policy", "nextuse", "--handoff", "on"]),
+           ("correlation + nextuse, paced", ["--predictor", "correlation", "--policy", "nextuse", "--handoff", "auto",
+                                             "--prefetch-pace", "on"])]
 for name, t, extra in workloads:
     for label, cfg in configs:
         for writes in a.writes.split(","):

@@ -111,6 +111,11 @@ static void usage(FILE *f) {
           "                        or correlation (prefetch.c: fetch what the next launches\n"
           "                        use while this one runs)\n"
           "  --prefetch-depth N    predicted launches to prefetch for (default 8)\n"
+          "  --prefetch-lead N     timeliness feedback: a region whose prefetch came late is\n"
+          "                        prefetched up to N launches earlier next time (default 0,\n"
+          "                        none, as MT_PREFETCH_LEAD)\n"
+          "  --prefetch-pace on|off  on: a prefetch starts only while the h2d link is idle\n"
+          "                        (default off, as MT_PREFETCH_PACE)\n"
           "  --readahead-depth N   with a predictor and --nvme-mem: predicted launches to read\n"
           "                        NVMe chunks into host memory for, asynchronously\n"
           "                        (readahead.c; default 1024 as MT_READAHEAD_DEPTH, 0 = none)\n"
@@ -368,6 +373,8 @@ int mt_cmd_replay(int argc, char **argv) {
     {"nvme-write-bw", required_argument, 0, 'w'}, {"policy", required_argument, 0, 'p'},
     {"predictor", required_argument, 0, 'P'}, {"iterations", required_argument, 0, 'i'},
     {"prefetch-depth", required_argument, 0, 'F'},
+    {"prefetch-lead", required_argument, 0, 'L'},
+    {"prefetch-pace", required_argument, 0, 'E'},
     {"readahead-depth", required_argument, 0, 'R'},
     {"chunk", required_argument, 0, 'c'},    {"json", no_argument, 0, 'j'},
     {"host-map", required_argument, 0, 'M'},
@@ -386,8 +393,9 @@ int mt_cmd_replay(int argc, char **argv) {
   int opt_comp = -1;          /* --state-compression: -1 the trace's, else 0 none, 1 8bit, 2 4bit */
   double h2d = 25e9, d2h = 25e9, nvme_rd = 3.2e9, nvme_wr = 3.2e9;
   const char *policy = "nextuse", *predictor = "none";
-  unsigned depth = 8, ra_depth = 1024;
+  unsigned depth = 8, ra_depth = 1024, lead = 0;
   bool json = false, no_belady = false, host_map = true, unmap_sync = true, writes_aware = false;
+  bool pace = false;
   int handoff = 0; /* auto */
   optind = 1;
   int c;
@@ -433,6 +441,10 @@ int mt_cmd_replay(int argc, char **argv) {
         bad = _mt_parse_int(optarg, 0, 1024, &iv);
         if (!bad) depth = (unsigned)iv;
         break;
+      case 'L':
+        bad = _mt_parse_int(optarg, 0, 255, &iv);
+        if (!bad) lead = (unsigned)iv;
+        break;
       case 'R':
         bad = _mt_parse_int(optarg, 0, 4096, &iv);
         if (!bad) ra_depth = (unsigned)iv;
@@ -457,6 +469,11 @@ int mt_cmd_replay(int argc, char **argv) {
         if (strcmp(optarg, "auto") == 0) handoff = 0;
         else if (strcmp(optarg, "on") == 0) handoff = 1;
         else if (strcmp(optarg, "off") == 0) handoff = 2;
+        else bad = 1;
+        break;
+      case 'E':
+        if (strcmp(optarg, "on") == 0) pace = true;
+        else if (strcmp(optarg, "off") == 0) pace = false;
         else bad = 1;
         break;
       case 'U':
@@ -516,7 +533,8 @@ int mt_cmd_replay(int argc, char **argv) {
                           .small_limit = (size_t)1 << 20, .policy = policy, .host_map = host_map,
                           .handoff = handoff,
                           .nvme = nvme_mem ? &nvc : NULL, .predictor = predictor,
-                          .prefetch_depth = depth, .readahead_depth = ra_depth};
+                          .prefetch_depth = depth, .readahead_depth = ra_depth,
+                          .prefetch_lead = lead, .prefetch_pace = pace};
   int rc = r.dev ? _mt_pager_create(r.dev, &pc, &r.p) : -ENOMEM;
   if (rc == 0 && nvme_mem && r.p->nv == NULL) rc = -ENOMEM; /* logged: the host budget is too small */
   if (rc < 0) {
@@ -700,7 +718,7 @@ done:
     hostopt_totals(r.ho, &ht);
     if (json) {
       printf("{\"trace\":\"%s\",\"gpu_mem\":%" PRIu64 ",\"host_mem\":%" PRIu64 ",\"h2d_bw\":%.0f,\"d2h_bw\":%.0f,"
-             "\"policy\":\"%s\",\"handoff\":\"%s\",\"predictor\":\"%s\",\"prefetch_depth\":%u,\"readahead_depth\":%u,\"writes\":\"%s\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
+             "\"policy\":\"%s\",\"handoff\":\"%s\",\"predictor\":\"%s\",\"prefetch_depth\":%u,\"prefetch_lead\":%u,\"prefetch_pace\":%s,\"readahead_depth\":%u,\"writes\":\"%s\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
              "\"stall_s\":%.6f,\"bytes_h2d\":%" PRIu64 ",\"bytes_d2h\":%" PRIu64 ",\"nvme_mem\":%" PRIu64 ","
              "\"nvme_read_bw\":%.0f,\"nvme_write_bw\":%.0f,\"bytes_nvme_read\":%" PRIu64 ","
              "\"bytes_nvme_write\":%" PRIu64 ",\"nvme_spills\":%llu,\"nvme_loads\":%llu,\"nvme_drops\":%llu,\"fetches\":%llu,\"evictions_dirty\":%llu,\"evictions_clean\":%llu,"
@@ -709,7 +727,7 @@ done:
              "\"iterations\":%" PRIu64 ",\"prefetches\":%llu,\"write_behind\":%llu,\"write_behind_used\":%llu,\"coverage\":%s,\"accuracy\":%s,"
              "\"timeliness\":%s,\"stream_wait_s\":%.6f,\"replay_wall_s\":%.3f,\"replay_max_rss_bytes\":%" PRIu64 ",",
              path, (uint64_t)r.p->budget, (uint64_t)r.p->host_budget, h2d, d2h, policy, handoff == 0 ? "auto" : handoff == 1 ? "on" : "off",
-             predictor, depth, ra_depth,
+             predictor, depth, lead, pace ? "true" : "false", ra_depth,
              writes_aware ? "aware" : "all", sim_s, ideal_s, pct,
              stall_s, t.bytes_h2d, t.bytes_d2h, nvme_mem, nvme_rd, nvme_wr, t.bytes_nvme_read, t.bytes_nvme_write,
              (unsigned long long)mt_stat_get(nvme_spills), (unsigned long long)mt_stat_get(nvme_loads),
