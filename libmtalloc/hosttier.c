@@ -30,6 +30,7 @@ static bool host_eligible(mt_policy_node_t *n, void *arg) {
   mt_chunk_t *c = _mt_chunk_of(n);
   mt_region_t *r = c->region;
   if (r->freed || r->epoch == p->epoch || c->epoch == p->epoch) return false;
+  if (c->sw != 0) return false; /* its write is in flight already (spillwrite.c) */
   return !(r->hostuse && _mt_region_held(p, r, false));
 }
 

@@ -18,7 +18,9 @@
  * synchronously as before.
  *
  * States. A chunk being written stays HOST (its host copy is valid and
- * the drive reads it), off the host tier's policy (never picked twice),
+ * the drive reads it), off the host tier's policy (never picked twice; if
+ * it comes back to HOST meanwhile, fetched and evicted clean, the policy
+ * has it again but no spill takes it while c->sw is set),
  * with c->sw naming its write and c->nv its pages (not valid until the
  * write completes). While it is in flight:
  *   - a fetch reads its host copy as for any HOST chunk (both only read;
@@ -161,6 +163,9 @@ static void finish(mt_pager_t *p, sw_write_t *e, bool move) {
   int res = e->op.result;
   c->sw = 0;
   entry_free(s, e);
+  /* fetched and evicted clean again meanwhile, it is back in the spill
+   * order: out, so that each path below puts it where it belongs once */
+  if (c->state == CH_HOST) _mt_host_tier_out(p, c);
   if (res < 0) {
     /* nothing lost: the host copy is still the chunk's */
     mt_stat_add(nvme_errors, 1);
@@ -202,6 +207,7 @@ static void abandon(mt_pager_t *p, sw_write_t *e) {
   c->nv = NULL; /* never read nor freed: the store still has the op */
   c->sw = 0;
   entry_free(p->sw, e);
+  if (c->state == CH_HOST) _mt_host_tier_out(p, c);
   if (c->state == CH_HOST && !c->region->freed) _mt_host_tier_in(p, c);
 }
 
