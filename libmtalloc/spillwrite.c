@@ -80,16 +80,13 @@ typedef struct sw_write {
   _mt_nvme_op_t op;          /* the store's; its address stays fixed while busy */
   mt_chunk_t *c;             /* NULL: free (completed, settled) */
   uint64_t done_at;          /* virtual clock: when the drive finishes it; 0 = the op says */
-  uint64_t seq;              /* issue order */
-  bool stuck;                /* abandoned after a timeout: the op stays the drive's */
+  bool stuck;                /* abandoned after a timeout: the op stays the drive's (never reused) */
 } sw_write_t;
 
 struct mt_spillwrite {
-  sw_write_t *w;
-  unsigned cap, inflight;
-  unsigned *free_ids;        /* entries free, a stack */
-  unsigned nfree;
-  uint64_t next_seq;
+  sw_write_t *w;             /* ring, in issue order; entries settled out of order leave holes */
+  unsigned cap, head, n;     /* n: entries from head, holes included */
+  unsigned inflight;         /* entries with a chunk */
   size_t headroom;           /* bytes of the host budget kept free or being freed */
   bool warned_eio, warned_nospc;
 };
@@ -103,14 +100,10 @@ static struct mt_spillwrite *sw_open(mt_pager_t *p) {
   s->cap = (unsigned)cap;
   s->headroom = cap * p->chunk;
   s->w = calloc(cap, sizeof(*s->w));
-  s->free_ids = calloc(cap, sizeof(*s->free_ids));
-  if (s->w == NULL || s->free_ids == NULL) {
-    free(s->w);
-    free(s->free_ids);
+  if (s->w == NULL) {
     free(s);
     return NULL;
   }
-  for (unsigned i = 0; i < s->cap; i++) s->free_ids[s->nfree++] = s->cap - 1 - i;
   return s;
 }
 
@@ -142,7 +135,11 @@ static int write_wait(mt_pager_t *p, sw_write_t *e) {
 static void entry_free(struct mt_spillwrite *s, sw_write_t *e) {
   e->c = NULL;
   s->inflight--;
-  if (!e->stuck) s->free_ids[s->nfree++] = (unsigned)(e - s->w);
+  /* the ring's head moves past the entries no longer in use */
+  while (s->n > 0 && s->w[s->head].c == NULL) {
+    s->head = (s->head + 1) % s->cap;
+    s->n--;
+  }
 }
 
 /* A chunk the host tier may not move now (hosttier.c's rule): the
@@ -215,10 +212,10 @@ void _mt_sw_poll(mt_pager_t *p) {
   struct mt_spillwrite *s = p->sw;
   if (s == NULL || s->inflight == 0) return;
   if (!p->nv->simulated) (void)_mt_nvme_poll(p->nv->store, 0, 0);
-  for (unsigned i = 0; i < s->cap && s->inflight > 0; i++) {
-    sw_write_t *e = &s->w[i];
-    if (e->c != NULL && write_done(p, e)) finish(p, e, true);
-  }
+  /* oldest first, up to the first not done: on the virtual clock the drive
+   * finishes them in order; the store may finish a later one first, which
+   * then waits for the next poll */
+  while (s->inflight > 0 && write_done(p, &s->w[s->head])) finish(p, &s->w[s->head], true);
 }
 
 void _mt_sw_settle(mt_pager_t *p, mt_chunk_t *c) {
@@ -228,20 +225,12 @@ void _mt_sw_settle(mt_pager_t *p, mt_chunk_t *c) {
   else finish(p, e, false);
 }
 
-/* The oldest write in flight, or NULL. */
-static sw_write_t *oldest(struct mt_spillwrite *s) {
-  sw_write_t *o = NULL;
-  for (unsigned i = 0; i < s->cap; i++)
-    if (s->w[i].c != NULL && (o == NULL || s->w[i].seq < o->seq)) o = &s->w[i];
-  return o;
-}
-
 bool _mt_sw_room(mt_pager_t *p, size_t bytes) {
   struct mt_spillwrite *s = p->sw;
   if (s == NULL || s->inflight == 0) return p->host_used + bytes <= p->host_budget;
   _mt_sw_poll(p);
   while (p->host_used + bytes > p->host_budget && s->inflight > 0 && !_mt_capture_active(p)) {
-    sw_write_t *e = oldest(s);
+    sw_write_t *e = &s->w[s->head]; /* the oldest: the head is never a hole */
     mt_stat_add(spill_async_waits, 1);
     if (write_wait(p, e) < 0) abandon(p, e);
     else finish(p, e, true);
@@ -264,15 +253,13 @@ static bool issue(mt_pager_t *p, mt_chunk_t *c) {
     mt_stat_add(nvme_spills, 1);
     return true;
   }
-  sw_write_t *e = &s->w[s->free_ids[--s->nfree]];
+  sw_write_t *e = &s->w[(s->head + s->n) % s->cap];
+  if (e->stuck) return false; /* the drive still has its op: the ring is full */
   memset(e, 0, sizeof(*e));
-  if ((rc = _mt_nvme_write(p->nv->store, c->nv, (const void *)c->host_addr, &e->op)) < 0) {
-    s->free_ids[s->nfree++] = (unsigned)(e - s->w);
-    return false;
-  }
+  if ((rc = _mt_nvme_write(p->nv->store, c->nv, (const void *)c->host_addr, &e->op)) < 0) return false;
   if (p->dev->ops->nvme_issue) e->done_at = p->dev->ops->nvme_issue(p->dev, true, p->chunk);
   e->c = c;
-  e->seq = ++s->next_seq;
+  s->n++;
   s->inflight++;
   c->sw = (uint32_t)(e - s->w) + 1;
   mt_stat_add(spill_async, 1);
@@ -293,7 +280,7 @@ void _mt_sw_launch(mt_pager_t *p) {
   _mt_sw_poll(p);
   /* bytes free once the writes in flight are done */
   size_t pending = (size_t)s->inflight * p->chunk;
-  while (s->nfree > 0 && p->host_used > pending && p->host_used - pending + s->headroom > p->host_budget) {
+  while (s->n < s->cap && p->host_used > pending && p->host_used - pending + s->headroom > p->host_budget) {
     mt_policy_node_t *node = p->pol_ops->victim(p->nv->hpol, eligible, p);
     if (node == NULL) break;
     p->pol_ops->remove(p->nv->hpol, node);
@@ -316,7 +303,6 @@ void _mt_sw_close(mt_pager_t *p) {
   for (unsigned i = 0; i < s->cap; i++)
     if (s->w[i].c != NULL) _mt_sw_settle(p, s->w[i].c);
   free(s->w);
-  free(s->free_ids);
   free(s);
   p->sw = NULL;
 }
