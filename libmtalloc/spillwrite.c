@@ -251,6 +251,9 @@ static bool issue(mt_pager_t *p, mt_chunk_t *c) {
     c->state = CH_NVME;
     _mt_live_move(p, c, CH_HOST, CH_NVME, false);
     mt_stat_add(nvme_spills, 1);
+    if (_mt_trace_on())
+      _mt_trace_move(MT_TR_EVICT, c->region->id, c->index, MT_TIER_HOST, MT_TIER_NVME, false, false,
+                     _mt_chunk_data(p, c));
     return true;
   }
   sw_write_t *e = &s->w[(s->head + s->n) % s->cap];
