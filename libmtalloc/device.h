@@ -86,15 +86,15 @@ typedef struct mt_device_ops {
    * its NVMe link, to the host. */
   void (*nvme_io)(mt_device_t *d, bool write, size_t bytes);
   /* Optional, all three or none (NULL: a read's completion is the store's
-   * own). An asynchronous NVMe read of bytes was just issued (the pager's
-   * read-ahead, readahead.c) and the host does not wait for it: the
+   * own). An asynchronous NVMe read (or write) of bytes was just issued (the
+   * pager's read-ahead, readahead.c; its spill writes, spillwrite.c) and the host does not wait for it: the
    * virtual clock queues it on its NVMe link and returns when it completes
    * (a time on the device's clock). nvme_done says whether that time has
    * passed for the host (1) or not (0); nvme_wait makes the host wait
    * until it has. */
-  uint64_t (*nvme_issue)(mt_device_t *d, size_t bytes);
+  uint64_t (*nvme_issue)(mt_device_t *d, bool write, size_t bytes);
   int (*nvme_done)(mt_device_t *d, uint64_t t);
-  void (*nvme_wait)(mt_device_t *d, uint64_t t);
+  void (*nvme_wait)(mt_device_t *d, bool write, uint64_t t);
 } mt_device_ops_t;
 
 struct mt_device {

@@ -21,10 +21,12 @@
  * bandwidth. A synchronous transfer (spills, demand reads: the host waits
  * for them under its lock) is charged to the host: it starts when the host
  * and the drive are both free and the host goes on when it ends. An
- * asynchronous read (the read-ahead, readahead.c; nvme_issue) occupies the
+ * asynchronous transfer (the read-ahead, readahead.c; the spill writes,
+ * spillwrite.c; nvme_issue) occupies the
  * drive from max(issue time, drive busy-until) for the same duration and
  * charges the host nothing; the host waits for it (nvme_wait, a stall)
- * only when a fetch needs its chunk before that completion time.
+ * only when it needs the transfer done before that completion time (a
+ * fetch of a chunk being read, host room from a write).
  *
  * Threading: none; replay is single-threaded.
  */
@@ -244,14 +246,17 @@ static void vd_nvme_io(mt_device_t *d, bool write, size_t bytes) {
   else v->t.bytes_nvme_read += bytes;
 }
 
-/* An asynchronous read (readahead.c): on the drive link, not on the host. */
-static uint64_t vd_nvme_issue(mt_device_t *d, size_t bytes) {
+/* An asynchronous read (readahead.c) or write (spillwrite.c): on the drive
+ * link, not on the host. */
+static uint64_t vd_nvme_issue(mt_device_t *d, bool write, size_t bytes) {
   vdev_t *v = V(d);
-  double bw = v->cfg.nvme_read_bw > 0 ? v->cfg.nvme_read_bw : 3.2e9;
+  double bw = write ? v->cfg.nvme_write_bw : v->cfg.nvme_read_bw;
+  if (!(bw > 0)) bw = 3.2e9;
   uint64_t start = v->link_ns[2] > v->host_ns ? v->link_ns[2] : v->host_ns;
   uint64_t end = start + v->cfg.copy_latency_ns + (uint64_t)((double)bytes / bw * 1e9);
   v->link_ns[2] = end;
-  v->t.bytes_nvme_read += bytes;
+  if (write) v->t.bytes_nvme_write += bytes;
+  else v->t.bytes_nvme_read += bytes;
   return end;
 }
 
@@ -259,11 +264,12 @@ static int vd_nvme_done(mt_device_t *d, uint64_t t) {
   return t <= V(d)->host_ns;
 }
 
-static void vd_nvme_wait(mt_device_t *d, uint64_t t) {
+static void vd_nvme_wait(mt_device_t *d, bool write, uint64_t t) {
   vdev_t *v = V(d);
   if (t <= v->host_ns) return;
   v->t.host_wait_ns += t - v->host_ns;
-  v->t.nvme_async_wait_ns += t - v->host_ns;
+  if (write) v->t.nvme_spill_wait_ns += t - v->host_ns;
+  else v->t.nvme_async_wait_ns += t - v->host_ns;
   v->host_ns = t;
   seen(v, t);
 }

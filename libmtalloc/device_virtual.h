@@ -30,6 +30,7 @@ typedef struct mt_vdev_totals {
   uint64_t host_wait_ns;  /* host time spent waiting: event_sync, NVMe transfers */
   uint64_t nvme_read_wait_ns, nvme_write_wait_ns; /* of it: synchronous NVMe reads, writes */
   uint64_t nvme_async_wait_ns; /* of it: waits for asynchronous reads (nvme_wait) */
+  uint64_t nvme_spill_wait_ns; /* of it: waits for asynchronous spill writes (nvme_wait) */
   uint64_t stream_wait_ns;/* time streams waited for copies (stream_wait) */
   uint64_t bytes_h2d, bytes_d2h;
   uint64_t bytes_nvme_read, bytes_nvme_write;

@@ -10,7 +10,10 @@
  * then, with an NVMe tier, HOST chunks chosen by the host tier's own
  * policy instance (the pager's policy over HOST chunks, sharing each
  * chunk's node: a chunk is in at most one of the two) move to NVMe in
- * batches (tier_nvme.c writes them).
+ * batches (tier_nvme.c writes them). Most spills happen ahead of need,
+ * asynchronously (spillwrite.c); a room request here first takes what
+ * those freed or waits for them, and spills synchronously only when none
+ * is in flight.
  *
  * Threading: under the pager lock.
  */
@@ -27,6 +30,7 @@ static bool host_eligible(mt_policy_node_t *n, void *arg) {
   mt_chunk_t *c = _mt_chunk_of(n);
   mt_region_t *r = c->region;
   if (r->freed || r->epoch == p->epoch || c->epoch == p->epoch) return false;
+  if (c->sw != 0) return false; /* its write is in flight already (spillwrite.c) */
   return !(r->hostuse && _mt_region_held(p, r, false));
 }
 
@@ -120,6 +124,7 @@ void _mt_retained_link(mt_pager_t *p, mt_chunk_t *c) {
 void _mt_host_release(mt_pager_t *p, mt_chunk_t *c) {
   if (c->host_addr == 0) return;
   _mt_wb_settle(p, c);
+  _mt_sw_settle(p, c); /* the drive may still read it */
   _mt_retained_unlink(c);
   mt_host_slot_t sl = {c->host, c->host_off, c->host_addr};
   _mt_pool_host_put(p, &sl);
@@ -130,6 +135,8 @@ void _mt_host_release(mt_pager_t *p, mt_chunk_t *c) {
 }
 
 int _mt_host_room(mt_pager_t *p, size_t bytes, bool spill) {
+  if (p->host_used + bytes <= p->host_budget) return 0;
+  _mt_sw_poll(p); /* spill writes done free their host copies (spillwrite.c) */
   if (p->host_used + bytes <= p->host_budget) return 0;
   if (p->retained.rprev != &p->retained && (p->h2d_unsynced || p->ndefer > 0)) {
     /* A retained copy may be the source of a fetch still on the h2d
@@ -147,6 +154,9 @@ int _mt_host_room(mt_pager_t *p, size_t bytes, bool spill) {
     _mt_host_release(p, old);
     _mt_set_dirty(p, old);
   }
+  /* spill writes in flight are ahead of any new one on the drive: wait
+   * for those first */
+  if (p->host_used + bytes > p->host_budget && spill && _mt_sw_room(p, bytes)) return 0;
   if (p->host_used + bytes > p->host_budget && spill && p->nv != NULL) {
     /* A spill that fails (no space, I/O error: the store said which, with
      * the directory, file and offset) leaves its chunks in host memory;

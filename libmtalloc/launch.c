@@ -310,6 +310,8 @@ static int launch_prepared(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_hand
   }
   /* while the kernel runs: fetch what the next ones are expected to use */
   if (rc == 0 && p->pf != NULL && fp->func != 0) _mt_prefetch_launch(p, s);
+  /* and host room for what comes back: spills to NVMe on the drive's time */
+  if (rc == 0 && p->nv != NULL) _mt_sw_launch(p);
   return rc;
 }
 

@@ -6,7 +6,7 @@
  * smallpool.c: packed small regions; launch.c: footprints (parameter
  * layouts are layout.c's, outside the pager); copy.c: copies and sets;
  * graph.c: captured footprints; tier_nvme.c: the NVMe tier's moves;
- * prefetch.c: the prefetch scheduler; writebehind.c: copies ahead of
+ * spillwrite.c: its asynchronous spills; prefetch.c: the prefetch scheduler; writebehind.c: copies ahead of
  * eviction; hostwrite.c: the optimizer's write-back; hostbudget.c: host
  * memory of mtalloc's own inside MT_MAX_HOST).
  *
@@ -224,6 +224,29 @@ void _mt_ra_claim(struct mt_pager *p, struct mt_region *r, size_t first, size_t 
  * way or dropped (tier_nvme.c). */
 void _mt_ra_cancel(struct mt_pager *p, mt_chunk_t *c);
 
+/* ---- spillwrite.c -----------------------------------------------------------
+ * Asynchronous spill writes (HOST -> NVMe) ahead of need. */
+/* After a launch: completes the writes that are done, then starts writes
+ * of the host tier's next victims until a headroom of the host budget is
+ * free or being freed. */
+void _mt_sw_launch(struct mt_pager *p);
+/* Completes the writes that are done (their chunks become NVME), without
+ * waiting. */
+void _mt_sw_poll(struct mt_pager *p);
+/* Host room for bytes from the writes in flight: completes those done,
+ * then waits for the oldest until the room is there or none is left. True
+ * when the room is there. */
+bool _mt_sw_room(struct mt_pager *p, size_t bytes);
+/* c may have a spill write in flight: waits for it (bounded) without
+ * changing c's state, before its host copy is written or given back or
+ * its NVMe copy dropped. */
+void _mt_sw_settle(struct mt_pager *p, mt_chunk_t *c);
+/* Spill writes in flight. */
+unsigned _mt_sw_inflight(const struct mt_pager *p);
+/* Waits for every write in flight and frees the state (before the store
+ * closes). */
+void _mt_sw_close(struct mt_pager *p);
+
 /* ---- streams.c -----------------------------------------------------------
  * A hold says "stream s will use this region until its operation number
  * seq has completed". Operation numbers are the pager's own count of the
@@ -288,6 +311,8 @@ typedef struct mt_chunk {
   uint32_t ra;               /* readahead.c: NVME: 1 + its read-ahead's slot, read in flight;
                               * MT_RA_READY: HOST, read ahead and not used since; 0 = none
                               * (a stale MT_RA_READY on a chunk no longer HOST means none) */
+  uint32_t sw;               /* spillwrite.c: 1 + its spill write's entry while one is in
+                              * flight (HOST, or DEVICE once fetched meanwhile); 0 = none */
 } mt_chunk_t;
 #define MT_RA_READY UINT32_MAX
 
@@ -409,6 +434,7 @@ struct mt_pager {
   unsigned ra_depth;         /* MT_READAHEAD_DEPTH; 0: no read-ahead */
   unsigned pf_lead;          /* MT_PREFETCH_LEAD: largest lead in launches (prefetch.c); 0: none */
   bool pf_pace;              /* MT_PREFETCH_PACE: a prefetch starts only on an idle h2d link */
+  struct mt_spillwrite *sw;  /* spillwrite.c; NULL: none yet (made at the first launch) */
   /* write-behind (pager.c): batches of copies that clean dirty chunks ahead
    * of their eviction, oldest first; ids grow, done_id: all up to it done */
   struct mt_clean_batch { uint32_t id; mt_handle_t ev; } clean_ring[8]; /* MT_CLEAN_RING */

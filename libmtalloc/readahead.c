@@ -28,8 +28,10 @@
  * one further away; room comes from free host budget, then from retained
  * host copies of device chunks when no fetch copy may still read them (no
  * wait), then from spilling HOST chunks outside the window by the host
- * tier's policy. Reads in flight are bounded (RA_INFLIGHT_DIV of the host
- * budget): they queue on the drive ahead of the synchronous transfers.
+ * tier's policy (only when no spill write is in flight, spillwrite.c:
+ * those free room without a wait). Reads in flight are bounded
+ * (RA_INFLIGHT_DIV of the host budget): they queue on the drive ahead of
+ * the synchronous transfers.
  *
  * Not done here: with host mappings (MT_HOST_MAP on a GPU that has them)
  * a HOST chunk's copy must be mapped at its address and may not be
@@ -118,7 +120,7 @@ static int read_wait(mt_pager_t *p, ra_read_t *e) {
     int rc = _mt_nvme_wait(p->nv->store, &e->op, 0);
     if (rc == -ETIMEDOUT) return rc;
   }
-  if (e->done_at != 0) p->dev->ops->nvme_wait(p->dev, e->done_at);
+  if (e->done_at != 0) p->dev->ops->nvme_wait(p->dev, false, e->done_at);
   return 0;
 }
 
@@ -226,9 +228,16 @@ void _mt_ra_claim(mt_pager_t *p, mt_region_t *r, size_t first, size_t last) {
  * (marked with the epoch) and without waiting for the GPU. */
 static int room(mt_pager_t *p) {
   if (p->host_used + p->chunk <= p->host_budget) return 0;
+  _mt_sw_poll(p); /* spill writes done free their host copies (spillwrite.c) */
+  if (p->host_used + p->chunk <= p->host_budget) return 0;
   /* retained copies (of device chunks) first, as _mt_host_room would, but
    * only when no fetch copy may still read one: that would be a wait */
   if (p->retained.rprev != &p->retained && _mt_h2d_idle(p)) return _mt_host_room(p, p->chunk, true);
+  /* spill writes in flight will free room on the drive's time: no
+   * synchronous spill for a read that can start at a later launch (it
+   * would wait behind them anyway; ResNet152 went 84.9% -> 89.8% of ideal
+   * with this) */
+  if (_mt_sw_inflight(p) > 0) return -ENOMEM;
   if (_mt_host_spill(p, 1) < 0) return -ENOMEM;
   return p->host_used + p->chunk <= p->host_budget ? 0 : -ENOMEM;
 }
@@ -249,7 +258,7 @@ static bool issue(mt_pager_t *p, mt_chunk_t *c) {
     p->host_used -= p->chunk;
     return rc != -ENOMEM; /* -EBUSY, -ENODATA: not this chunk; the next may go */
   }
-  if (p->dev->ops->nvme_issue) e->done_at = p->dev->ops->nvme_issue(p->dev, p->chunk);
+  if (p->dev->ops->nvme_issue) e->done_at = p->dev->ops->nvme_issue(p->dev, false, p->chunk);
   e->c = c;
   ra->n++;
   ra->inflight++;

@@ -40,6 +40,8 @@
   X(nvme_loads)            \
   X(nvme_drops)            \
   X(nvme_errors)           \
+  X(spill_async)           \
+  X(spill_async_waits)     \
   X(live_gpu_bytes)        \
   X(live_host_bytes)       \
   X(live_nvme_bytes)       \

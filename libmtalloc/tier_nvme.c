@@ -25,6 +25,8 @@
  * caller has not issued its copy yet); LOADED (copy deferred, not issued);
  * INFLIGHT (issued, its event recorded).
  *
+ * Spills ahead of need are asynchronous (spillwrite.c: a chunk with a
+ * write in flight stays HOST; _mt_nv_drop settles that write first).
  * Every transfer here is synchronous under the pager lock, with the store's
  * bounded waits: simple and correct first. The overlap is readahead.c's:
  * asynchronous reads into host copies ahead of the prefetch window; a chunk
@@ -112,6 +114,7 @@ int _mt_nv_open(mt_pager_t *p, const _mt_nvme_cfg_t *cfg_in) {
 void _mt_nv_close(mt_pager_t *p) {
   mt_nvtier_t *t = p->nv;
   if (t == NULL) return;
+  _mt_sw_close(p); /* its writes use the store */
   for (unsigned i = 0; i < t->nslots; i++) {
     mt_nvslot_t *s = &t->slots[i];
     if (s->ev) p->dev->ops->event_destroy(p->dev, s->ev);
@@ -204,6 +207,7 @@ static bool ra_inflight(const mt_chunk_t *c) {
 }
 
 void _mt_nv_drop(mt_pager_t *p, mt_chunk_t *c) {
+  _mt_sw_settle(p, c); /* a spill write of it in flight finishes first */
   if (c->nv == NULL) return;
   /* a read-ahead still reading it is waited for and thrown away first
    * (readahead.c): its bytes must not land in a host slot given to

@@ -153,10 +153,16 @@ if nv.returncode == 0:
     slow = run("replay", trace, "--gpu-mem", "64M", "--host-mem", "64M", "--nvme-mem", "1G", "--pcie-bw", "1G",
                "--nvme-read-bw", "0.5G", "--nvme-write-bw", "0.5G", "--json")
     w = json.loads(slow.stdout) if slow.returncode == 0 else None
-    check(w is not None and w["bytes_nvme_write"] == v["bytes_nvme_write"] and
-          abs((w["sim_s"] - v["sim_s"]) - (v["bytes_nvme_read"] + v["bytes_nvme_write"]) * (1 / 0.5e9 - 1 / 3.2e9))
-          < 0.05 * w["sim_s"],
-          "a slower drive moves the same bytes and adds their time (%s)" % (w and w["sim_s"]))
+    # Spill writes run ahead of need (spillwrite.c), overlapping the work,
+    # and which chunks they take depends on the drive's speed: about the
+    # same bytes; the added time is at least the demand reads' (the host
+    # waits for each) and at most every byte's.
+    dt = lambda b: b * (1 / 0.5e9 - 1 / 3.2e9)
+    check(w is not None and abs(w["bytes_nvme_write"] - v["bytes_nvme_write"]) <= 0.05 * v["bytes_nvme_write"] and
+          0.9 * dt(v["bytes_nvme_read"]) <= w["sim_s"] - v["sim_s"] <=
+          1.05 * dt(v["bytes_nvme_read"] + v["bytes_nvme_write"]),
+          "a slower drive moves about the same bytes and adds between the reads' and all bytes' time "
+          "(%s against %s s)" % (w and w["sim_s"], v["sim_s"]))
 # Prefetching (--predictor correlation): the second and third iterations
 # repeat the first, so the predictor learns it and fetches ahead; the
 # replay is faster than demand paging, every fetch still counted once.

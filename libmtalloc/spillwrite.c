@@ -1,0 +1,311 @@
+/*
+ * spillwrite.c - host -> NVMe spill writes ahead of need, on the drive's
+ * own time: host memory is freed when a write completes, not waited for
+ * when room is needed.
+ *
+ * Concept. The host tier (hosttier.c) spills HOST chunks to NVMe when the
+ * host budget is full; that write is synchronous: the host waits for the
+ * drive, several times slower than PCIe, right when it needs the room. On
+ * G10's NVMe-bound workloads those waits were what bound the replay. Here,
+ * after each launch, the host tier's own policy picks HOST chunks (the
+ * ones it would spill next) until the host budget's free part plus the
+ * writes in flight reaches a headroom (SW_HEADROOM_DIV of the budget), and
+ * their host copies are written to NVMe asynchronously while the GPU
+ * computes. A completed write turns its chunk NVME and frees its host
+ * copy; a room request (_mt_host_room) that finds the budget full first
+ * takes completed writes, then waits for the oldest ones in flight (they
+ * are ahead of any new write on the drive anyway), and only then spills
+ * synchronously as before.
+ *
+ * States. A chunk being written stays HOST (its host copy is valid and
+ * the drive reads it), off the host tier's policy (never picked twice; if
+ * it comes back to HOST meanwhile, fetched and evicted clean, the policy
+ * has it again but no spill takes it while c->sw is set),
+ * with c->sw naming its write and c->nv its pages (not valid until the
+ * write completes). While it is in flight:
+ *   - a fetch reads its host copy as for any HOST chunk (both only read;
+ *     no wait); the chunk becomes DEVICE and clean, its host copy retained;
+ *   - every path that makes its NVMe copy stale (_mt_nv_drop: a write by a
+ *     kernel, the host or the optimizer, a free) or gives its host copy
+ *     back (_mt_host_release) settles the write first (_mt_sw_settle:
+ *     waits for it, without changing the chunk's state); so nothing writes
+ *     the host copy under the drive, and no page is freed under it.
+ * At completion a chunk still HOST, and not used by the operation being
+ * prepared, becomes NVME (the spill hosttier.c would have made); one that
+ * left HOST meanwhile keeps a valid NVMe copy (DEVICE and clean: evicted
+ * later for free), or, when the operation being prepared uses it, stays
+ * HOST with a valid copy (a later spill writes nothing).
+ *
+ * Errors. A write that fails (-EIO after the store's retries, -ENOSPC)
+ * loses nothing: the host copy is still the chunk's, the chunk stays HOST
+ * and goes back to the host tier's policy (or, having left HOST, drops its
+ * invalid pages); the error is counted (nvme_errors) and logged once per
+ * kind. A write that does not finish within the store's bound (-ETIMEDOUT)
+ * is abandoned: the drive keeps its pages (never freed nor read), the
+ * chunk keeps its host copy (the drive only reads it).
+ *
+ * Not done here: with host mappings (MT_HOST_MAP on a GPU that has them) a
+ * host copy need not be CPU-readable and spills go through staging slots
+ * (tier_nvme.c), synchronously; replay and MT_HOST_MAP=off have this.
+ *
+ * Virtual clock (mt-trace replay): the device's nvme_issue queues the
+ * write on the drive link (in issue order with every other transfer) and
+ * returns its completion time; a write counts as done only once the host
+ * clock has passed it, and a wait for it moves the host clock there
+ * (device_virtual.c). The store is simulated: its op completes at once.
+ *
+ * Counters: nvme_spills (chunks that became NVME, either way),
+ * spill_async (writes started here), spill_async_waits (room requests
+ * that waited for one).
+ *
+ * Threading: under the pager lock.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pager_internal.h"
+#include "trace.h"
+#include "trace_io.h"
+
+/* Free host budget kept ahead: budget / 16. Measured on ResNet152 (G10's
+ * parameters, correlation + nextuse, writes aware): / 8 89.5%, / 16 89.8%,
+ * / 4 88.5%, / 2 85.8% of ideal. More headroom is a smaller host cache:
+ * chunks spilled early come back from NVMe (NVMe busy 150 s at / 16, 221 s
+ * at / 2). */
+#define SW_HEADROOM_DIV 16
+#define SW_INFLIGHT_MAX 16384 /* writes in flight at most */
+
+typedef struct sw_write {
+  _mt_nvme_op_t op;          /* the store's; its address stays fixed while busy */
+  mt_chunk_t *c;             /* NULL: free (completed, settled) */
+  uint64_t done_at;          /* virtual clock: when the drive finishes it; 0 = the op says */
+  bool stuck;                /* abandoned after a timeout: the op stays the drive's (never reused) */
+} sw_write_t;
+
+struct mt_spillwrite {
+  sw_write_t *w;             /* ring, in issue order; entries settled out of order leave holes */
+  unsigned cap, head, n;     /* n: entries from head, holes included */
+  unsigned inflight;         /* entries with a chunk */
+  size_t headroom;           /* bytes of the host budget kept free or being freed */
+  bool warned_eio, warned_nospc;
+};
+
+static struct mt_spillwrite *sw_open(mt_pager_t *p) {
+  struct mt_spillwrite *s = calloc(1, sizeof(*s));
+  if (s == NULL) return NULL;
+  size_t cap = p->host_budget / SW_HEADROOM_DIV / p->chunk;
+  if (cap < 2) cap = 2;
+  if (cap > SW_INFLIGHT_MAX) cap = SW_INFLIGHT_MAX;
+  s->cap = (unsigned)cap;
+  s->headroom = cap * p->chunk;
+  s->w = calloc(cap, sizeof(*s->w));
+  if (s->w == NULL) {
+    free(s);
+    return NULL;
+  }
+  return s;
+}
+
+/* Async spills need the CPU to read host copies and an open tier. */
+static bool sw_usable(mt_pager_t *p) {
+  return p->nv != NULL && !p->host_mapped && !_mt_capture_active(p);
+}
+
+static sw_write_t *write_of(mt_pager_t *p, const mt_chunk_t *c) {
+  return &p->sw->w[c->sw - 1];
+}
+
+static bool write_done(mt_pager_t *p, const sw_write_t *e) {
+  if (e->op.busy) return false;
+  return e->done_at == 0 || p->dev->ops->nvme_done(p->dev, e->done_at) == 1;
+}
+
+/* Waits for the write (bounded). 0, or -ETIMEDOUT: the drive still owns
+ * the op and the chunk's pages. */
+static int write_wait(mt_pager_t *p, sw_write_t *e) {
+  if (e->op.busy) {
+    int rc = _mt_nvme_wait(p->nv->store, &e->op, 0);
+    if (rc == -ETIMEDOUT) return rc;
+  }
+  if (e->done_at != 0) p->dev->ops->nvme_wait(p->dev, true, e->done_at);
+  return 0;
+}
+
+static void entry_free(struct mt_spillwrite *s, sw_write_t *e) {
+  e->c = NULL;
+  s->inflight--;
+  /* the ring's head moves past the entries no longer in use */
+  while (s->n > 0 && s->w[s->head].c == NULL) {
+    s->head = (s->head + 1) % s->cap;
+    s->n--;
+  }
+}
+
+/* A chunk the host tier may not move now (hosttier.c's rule): the
+ * operation being prepared uses it, or a kernel in flight may reach its
+ * host copy. */
+static bool in_use(mt_pager_t *p, mt_chunk_t *c) {
+  mt_region_t *r = c->region;
+  if (r->freed || r->epoch == p->epoch || c->epoch == p->epoch) return true;
+  return r->hostuse && _mt_region_held(p, r, false);
+}
+
+/* The write's outcome, known (done or waited for). move: a successful
+ * write of a HOST chunk not in use turns it NVME (false: settle, whose
+ * caller is in the middle of using the chunk). */
+static void finish(mt_pager_t *p, sw_write_t *e, bool move) {
+  mt_chunk_t *c = e->c;
+  struct mt_spillwrite *s = p->sw;
+  int res = e->op.result;
+  c->sw = 0;
+  entry_free(s, e);
+  /* fetched and evicted clean again meanwhile, it is back in the spill
+   * order: out, so that each path below puts it where it belongs once */
+  if (c->state == CH_HOST) _mt_host_tier_out(p, c);
+  if (res < 0) {
+    /* nothing lost: the host copy is still the chunk's */
+    mt_stat_add(nvme_errors, 1);
+    bool *warned = res == -ENOSPC ? &s->warned_nospc : &s->warned_eio;
+    if (!*warned) {
+      *warned = true;
+      mt_error("nvme: a spill write of chunk %u of the region at %#lx failed (%s); it stays in host memory "
+               "(further such failures are counted in nvme_errors)", c->index, (unsigned long)c->region->addr,
+               strerror(-res));
+    }
+    if (c->state == CH_HOST) {
+      if (!c->region->freed) _mt_host_tier_in(p, c);
+    } else if (c->nv != NULL) {
+      _mt_nv_drop(p, c); /* invalid pages: never taken for a copy */
+    }
+    return;
+  }
+  mt_stat_add(bytes_nvme_write, p->chunk);
+  if (c->state != CH_HOST) return; /* DEVICE and clean: its NVMe copy is valid */
+  if (!move || in_use(p, c)) {
+    if (!c->region->freed) _mt_host_tier_in(p, c); /* a later spill writes nothing */
+    return;
+  }
+  _mt_host_release(p, c);
+  c->state = CH_NVME;
+  _mt_live_move(p, c, CH_HOST, CH_NVME, false);
+  mt_stat_add(nvme_spills, 1);
+  if (_mt_trace_on())
+    _mt_trace_move(MT_TR_EVICT, c->region->id, c->index, MT_TIER_HOST, MT_TIER_NVME, true, false, _mt_chunk_data(p, c));
+}
+
+/* Abandons a write that does not finish: its pages stay the drive's. */
+static void abandon(mt_pager_t *p, sw_write_t *e) {
+  mt_chunk_t *c = e->c;
+  mt_error("nvme: a spill write of chunk %u of the region at %#lx does not finish; its NVMe pages are given "
+           "up, its host copy stays", c->index, (unsigned long)c->region->addr);
+  mt_stat_add(nvme_errors, 1);
+  e->stuck = true;
+  c->nv = NULL; /* never read nor freed: the store still has the op */
+  c->sw = 0;
+  entry_free(p->sw, e);
+  if (c->state == CH_HOST) _mt_host_tier_out(p, c);
+  if (c->state == CH_HOST && !c->region->freed) _mt_host_tier_in(p, c);
+}
+
+void _mt_sw_poll(mt_pager_t *p) {
+  struct mt_spillwrite *s = p->sw;
+  if (s == NULL || s->inflight == 0) return;
+  if (!p->nv->simulated) (void)_mt_nvme_poll(p->nv->store, 0, 0);
+  /* oldest first, up to the first not done: on the virtual clock the drive
+   * finishes them in order; the store may finish a later one first, which
+   * then waits for the next poll */
+  while (s->inflight > 0 && write_done(p, &s->w[s->head])) finish(p, &s->w[s->head], true);
+}
+
+void _mt_sw_settle(mt_pager_t *p, mt_chunk_t *c) {
+  if (c->sw == 0) return;
+  sw_write_t *e = write_of(p, c);
+  if (write_wait(p, e) < 0) abandon(p, e);
+  else finish(p, e, false);
+}
+
+bool _mt_sw_room(mt_pager_t *p, size_t bytes) {
+  struct mt_spillwrite *s = p->sw;
+  if (s == NULL || s->inflight == 0) return p->host_used + bytes <= p->host_budget;
+  _mt_sw_poll(p);
+  while (p->host_used + bytes > p->host_budget && s->inflight > 0 && !_mt_capture_active(p)) {
+    sw_write_t *e = &s->w[s->head]; /* the oldest: the head is never a hole */
+    mt_stat_add(spill_async_waits, 1);
+    if (write_wait(p, e) < 0) abandon(p, e);
+    else finish(p, e, true);
+  }
+  return p->host_used + bytes <= p->host_budget;
+}
+
+/* Starts the write of HOST chunk c (off the host tier's policy). false:
+ * this chunk cannot go now (it goes back to the policy). */
+static bool issue(mt_pager_t *p, mt_chunk_t *c) {
+  struct mt_spillwrite *s = p->sw;
+  int rc = 0;
+  if (c->nv == NULL)
+    rc = _mt_nvme_chunk_alloc(p->nv->store, p->chunk, c->region->id, (uint64_t)c->index * p->chunk, &c->nv);
+  if (rc < 0) return false; /* -ENOSPC: logged by the store; a synchronous spill will say it again */
+  if (_mt_nvme_chunk_valid(c->nv)) { /* its NVMe copy holds these bytes: no write */
+    _mt_host_release(p, c);
+    c->state = CH_NVME;
+    _mt_live_move(p, c, CH_HOST, CH_NVME, false);
+    mt_stat_add(nvme_spills, 1);
+    if (_mt_trace_on())
+      _mt_trace_move(MT_TR_EVICT, c->region->id, c->index, MT_TIER_HOST, MT_TIER_NVME, false, false,
+                     _mt_chunk_data(p, c));
+    return true;
+  }
+  sw_write_t *e = &s->w[(s->head + s->n) % s->cap];
+  if (e->stuck) return false; /* the drive still has its op: the ring is full */
+  memset(e, 0, sizeof(*e));
+  if ((rc = _mt_nvme_write(p->nv->store, c->nv, (const void *)c->host_addr, &e->op)) < 0) return false;
+  if (p->dev->ops->nvme_issue) e->done_at = p->dev->ops->nvme_issue(p->dev, true, p->chunk);
+  e->c = c;
+  s->n++;
+  s->inflight++;
+  c->sw = (uint32_t)(e - s->w) + 1;
+  mt_stat_add(spill_async, 1);
+  if (_mt_trace_on()) _mt_trace_copy(MT_TR_NVME_WRITE, true, 0, p->chunk, _mt_trace_now(), _mt_trace_now());
+  return true;
+}
+
+static bool eligible(mt_policy_node_t *n, void *arg) {
+  mt_pager_t *p = arg;
+  mt_chunk_t *c = _mt_chunk_of(n);
+  return c->sw == 0 && !in_use(p, c);
+}
+
+void _mt_sw_launch(mt_pager_t *p) {
+  if (!sw_usable(p)) return;
+  if (p->sw == NULL && (p->sw = sw_open(p)) == NULL) return;
+  struct mt_spillwrite *s = p->sw;
+  _mt_sw_poll(p);
+  /* bytes free once the writes in flight are done */
+  size_t pending = (size_t)s->inflight * p->chunk;
+  while (s->n < s->cap && p->host_used > pending && p->host_used - pending + s->headroom > p->host_budget) {
+    mt_policy_node_t *node = p->pol_ops->victim(p->nv->hpol, eligible, p);
+    if (node == NULL) break;
+    p->pol_ops->remove(p->nv->hpol, node);
+    mt_chunk_t *c = _mt_chunk_of(node);
+    if (!issue(p, c)) {
+      _mt_host_tier_in(p, c);
+      break;
+    }
+    if (c->sw != 0) pending += p->chunk;
+  }
+}
+
+unsigned _mt_sw_inflight(const mt_pager_t *p) {
+  return p->sw != NULL ? p->sw->inflight : 0;
+}
+
+void _mt_sw_close(mt_pager_t *p) {
+  struct mt_spillwrite *s = p->sw;
+  if (s == NULL) return;
+  for (unsigned i = 0; i < s->cap; i++)
+    if (s->w[i].c != NULL) _mt_sw_settle(p, s->w[i].c);
+  free(s->w);
+  free(s);
+  p->sw = NULL;
+}
