@@ -28,34 +28,8 @@
 #include "pager_internal.h"
 #include "stats.h"
 
-#define MiB ((size_t)1 << 20)
-#define NREG 16
-#define REG (4 * MiB)
-
-static char dir[4096];
-static mt_pager_t *P;
-
-static int fwd_h2d(void *ctx, uintptr_t dst, uintptr_t src, size_t n) {
-  (void)ctx;
-  return cuMemcpyHtoD((CUdeviceptr)dst, (const void *)src, n) == CUDA_SUCCESS ? 0 : -EIO;
-}
-
-static int fwd_d2h(void *ctx, uintptr_t dst, uintptr_t src, size_t n) {
-  (void)ctx;
-  return cuMemcpyDtoH((void *)dst, (CUdeviceptr)src, n) == CUDA_SUCCESS ? 0 : -EIO;
-}
-
-static int put(uintptr_t a, const void *buf, size_t n) {
-  return _mt_copy(a, (uintptr_t)buf, n, 0, false, 1, fwd_h2d, NULL);
-}
-
-static int get(void *buf, uintptr_t a, size_t n) {
-  return _mt_copy((uintptr_t)buf, a, n, 0, false, 0, fwd_d2h, NULL);
-}
-
-static void fill(uint32_t *b, size_t n, uint32_t seed) {
-  for (size_t i = 0; i < n / 4; i++) b[i] = seed * 2654435761u + (uint32_t)i;
-}
+#define TIER_HOST_MAP true /* host copies mapped into the device, as MT_HOST_MAP=on */
+#include "tier_fixture.h"
 
 static size_t dir_entries(const char *d) {
   DIR *dp = opendir(d);
@@ -64,37 +38,6 @@ static size_t dir_entries(const char *d) {
   for (struct dirent *e; (e = readdir(dp)) != NULL;) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
   closedir(dp);
   return n;
-}
-
-/* A pager on the fake driver: vram and host budgets in MiB, the NVMe tier
- * in `dirs` (NULL: this test's directory) capped at nvme bytes (0: free
- * space). */
-static void start(size_t vram, size_t host, const char *dirs, uint64_t nvme) {
-  const char *base = getenv("MT_NVME_TEST_DIR");
-  cr_assert_not_null(base, "MT_NVME_TEST_DIR is not set (meson test sets it)");
-  snprintf(dir, sizeof(dir), "%s/tier-test.XXXXXX", base);
-  cr_assert_not_null(mkdtemp(dir));
-  char probe[4200];
-  snprintf(probe, sizeof(probe), "%s/probe", dir);
-  int fd = open(probe, O_RDWR | O_CREAT | O_DIRECT, 0600);
-  if (fd < 0) cr_skip_test("%s has no O_DIRECT: set MT_NVME_TEST_DIR to a disk", dir);
-  close(fd);
-  unlink(probe);
-  char *env[] = {NULL};
-  _mt_options_load(env);
-  cr_assert_eq(cuInit(0), CUDA_SUCCESS);
-  mt_device_t *d = _mt_device_cuda_open();
-  cr_assert_not_null(d);
-  _mt_nvme_cfg_t nc = {.dirs = dirs ? dirs : dir, .max_bytes = nvme ? nvme : 256 * MiB, .queue_depth = 4,
-                       .request_bytes = MiB};
-  mt_pager_config_t cfg = {.budget = vram * MiB, .host_budget = host * MiB, .chunk = 2 * MiB,
-                           .small_limit = MiB, .policy = "lru", .host_map = true, .nvme = &nc};
-  cr_assert_eq(_mt_pager_create(d, &cfg, &P), 0);
-  _mt_pager_install(P);
-}
-
-static void finish(void) {
-  rmdir(dir);
 }
 
 static uint64_t st(const char *name) {
