@@ -101,7 +101,7 @@ typedef enum mt_opt_type {
   X(POLICY, CHOICE, "nextuse", 0, 0, "nextuse|lru", "",                            \
     "eviction policy; lru = least recently used; nextuse = farthest expected next use " \
     "first, learned from the launch stream's period (policy/nextuse.c)")            \
-  X(PREDICTOR, CHOICE, "none", 0, 0, "none|correlation", "",                       \
+  X(PREDICTOR, CHOICE, "correlation", 0, 0, "none|correlation", "",                       \
     "access-order predictor used for prefetching; none = demand fetching only, "  \
     "correlation = second-order launch correlation (prefetch.c)")                  \
   X(PREFETCH_DEPTH, INT, "8", 0, 1024, "", "launches",                             \
@@ -110,10 +110,10 @@ typedef enum mt_opt_type {
     "timeliness feedback: a region whose prefetch came late is prefetched up to this many " \
     "launches beyond MT_PREFETCH_DEPTH later on (predictor/lead.c); 0 = none (measured no " \
     "gain on the G10 traces, README)") \
-  X(PREFETCH_PACE, BOOL, "off", 0, 0, "", "",                                     \
+  X(PREFETCH_PACE, BOOL, "on", 0, 0, "", "",                                     \
     "start a prefetch only while the host-to-device link is idle, so that its mapping changes " \
-    "never hold the host behind earlier copies (prefetch.c); faster on 4 of the 5 G10 traces, " \
-    "slower when the link is the bottleneck (README)")                           \
+    "never hold the host behind earlier copies (prefetch.c); off: whenever room allows, " \
+    "which measured faster only where the link is the bottleneck (README)")                           \
   X(READAHEAD_DEPTH, INT, "1024", 0, 4096, "", "launches",                        \
     "with a predictor and an NVMe tier: how many predicted launches ahead to read chunks from " \
     "NVMe into host memory, asynchronously (readahead.c); 0 = none")              \

@@ -107,15 +107,15 @@ static void usage(FILE *f) {
           "                        the drive (default 3.2G each); the pager waits for\n"
           "                        its NVMe transfers, so their time is the host's\n"
           "  --policy NAME         eviction policy: nextuse (default, as MT_POLICY) or lru\n"
-          "  --predictor NAME      access-order predictor: none (default, demand fetching)\n"
-          "                        or correlation (prefetch.c: fetch what the next launches\n"
-          "                        use while this one runs)\n"
+          "  --predictor NAME      access-order predictor: correlation (default, as\n"
+          "                        MT_PREDICTOR; prefetch.c: fetch what the next launches\n"
+          "                        use while this one runs) or none (demand fetching)\n"
           "  --prefetch-depth N    predicted launches to prefetch for (default 8)\n"
           "  --prefetch-lead N     timeliness feedback: a region whose prefetch came late is\n"
           "                        prefetched up to N launches earlier next time (default 0,\n"
           "                        none, as MT_PREFETCH_LEAD)\n"
           "  --prefetch-pace on|off  on: a prefetch starts only while the h2d link is idle\n"
-          "                        (default off, as MT_PREFETCH_PACE)\n"
+          "                        (default on, as MT_PREFETCH_PACE)\n"
           "  --readahead-depth N   with a predictor and --nvme-mem: predicted launches to read\n"
           "                        NVMe chunks into host memory for, asynchronously\n"
           "                        (readahead.c; default 1024 as MT_READAHEAD_DEPTH, 0 = none)\n"
@@ -394,10 +394,10 @@ int mt_cmd_replay(int argc, char **argv) {
   double opt_rate = 10;
   int opt_comp = -1;          /* --state-compression: -1 the trace's, else 0 none, 1 8bit, 2 4bit */
   double h2d = 25e9, d2h = 25e9, nvme_rd = 3.2e9, nvme_wr = 3.2e9;
-  const char *policy = "nextuse", *predictor = "none";
+  const char *policy = "nextuse", *predictor = "correlation";
   unsigned depth = 8, ra_depth = 1024, lead = 0;
   bool json = false, no_belady = false, host_map = true, unmap_sync = true, writes_aware = false;
-  bool pace = false;
+  bool pace = true;
   int handoff = 0; /* auto */
   optind = 1;
   int c;
