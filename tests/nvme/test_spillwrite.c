@@ -39,26 +39,6 @@ static uint64_t st(const char *name) {
   return 0;
 }
 
-/* n regions of REG bytes, each written with its own pattern. */
-static void write_n(uintptr_t *a, uint32_t *buf, int n) {
-  for (int i = 0; i < n; i++) {
-    cr_assert_eq(_mt_alloc(REG, &a[i]), 0);
-    fill(buf, REG, (uint32_t)i + 1);
-    cr_assert_eq(put(a[i], buf, REG), 0, "region %d", i);
-  }
-}
-
-static void check_all(const uintptr_t *a, uint32_t *buf, uint32_t *want) {
-  for (int i = 0; i < NREG; i++) {
-    memset(buf, 0xee, REG);
-    cr_assert_eq(get(buf, a[i], REG), 0, "region %d", i);
-    fill(want, REG, (uint32_t)i + 1);
-    cr_assert(memcmp(buf, want, REG) == 0, "region %d differs after the round trip", i);
-  }
-}
-
-
-
 /* What a launch does after its prefetch: spill writes ahead of need. */
 static void launch_spill(void) {
   pthread_mutex_lock(&P->lock);

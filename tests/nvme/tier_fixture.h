@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -22,6 +23,7 @@
 
 #ifndef TIER_HOST_MAP
 #define TIER_HOST_MAP false
+
 #endif
 
 #define MiB ((size_t)1 << 20)
@@ -84,4 +86,22 @@ static inline void finish(void) {
   rmdir(dir);
 }
 
+
+/* n regions of REG bytes, each written with its own pattern. */
+static inline void write_n(uintptr_t *a, uint32_t *buf, int n) {
+  for (int i = 0; i < n; i++) {
+    cr_assert_eq(_mt_alloc(REG, &a[i]), 0);
+    fill(buf, REG, (uint32_t)i + 1);
+    cr_assert_eq(put(a[i], buf, REG), 0, "region %d", i);
+  }
+}
+
+static inline void check_all(const uintptr_t *a, uint32_t *buf, uint32_t *want) {
+  for (int i = 0; i < NREG; i++) {
+    memset(buf, 0xee, REG);
+    cr_assert_eq(get(buf, a[i], REG), 0, "region %d", i);
+    fill(want, REG, (uint32_t)i + 1);
+    cr_assert(memcmp(buf, want, REG) == 0, "region %d differs after the round trip", i);
+  }
+}
 #endif
