@@ -61,11 +61,6 @@ int _mt_adam_scalars(const _mt_adam_hp_t *hp, float step, float clip, _mt_adam_s
   double bc2 = 1 - pow(hp->beta2, t);
   double step_size = hp->lr / bc1;
   s->bc2_sqrt = (float)pow(bc2, 0.5);
-  /* The vector kernels divide by the step's constant bc2_sqrt through its
-   * reciprocal and one FMA correction (adam_kernels.c): correctly rounded,
-   * so still exact, for b in this range (y = 1/b is normal, and the
-   * dividends, square roots, are 0, inf, NaN or within [2^-75, 2^64]). */
-  s->inv_bc2 = s->bc2_sqrt >= 0x1p-60f && s->bc2_sqrt <= 1.0f ? 1.0f / s->bc2_sqrt : 0.0f;
   s->eps = (float)hp->eps;
   s->neg_step_size = (float)-step_size;
   return 0;
@@ -77,9 +72,8 @@ static bool isa_ok(_mt_adam_isa_t isa) {
   switch (isa) {
     case _MT_ISA_SCALAR:
       return true;
-    case _MT_ISA_AVX2: /* f16c: the kernel widens fp16 gradients with vcvtph2ps; fma: the division */
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-             __builtin_cpu_supports("fma");
+    case _MT_ISA_AVX2: /* f16c: the kernel widens fp16 gradients with vcvtph2ps */
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
     case _MT_ISA_AVX512:
       return __builtin_cpu_supports("avx512f");
     default:

@@ -99,8 +99,6 @@ typedef struct _mt_adam_scalars {
   float beta2;         /* f(beta2) */
   float one_m_beta2;   /* f(1 - beta2) */
   float bc2_sqrt;      /* f(sqrt(1 - beta2^t)) */
-  float inv_bc2;       /* RN(1 / bc2_sqrt) where the vector kernels may divide by bc2_sqrt
-                        * through it (_mt_adam_div_ok), else 0 */
   float eps;           /* f(eps) */
   float neg_step_size; /* f(-lr / (1 - beta1^t)) */
 } _mt_adam_scalars_t;
@@ -194,10 +192,6 @@ void _mt_adam_kernel_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
                           size_t end);
 void _mt_adam_kernel_avx512(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,
                             size_t end);
-/* q[i] = a[i] / s->bc2_sqrt, i < n (a multiple of 8), as the AVX2 kernel
- * divides (through s->inv_bc2 where it is not 0); AVX2 and FMA. For the
- * test that checks it against the division. */
-void _mt_adam_div_bc2_avx2(const _mt_adam_scalars_t *s, const float *a, float *q, size_t n);
 /* o[i] = bf16 or fp16 (dtype) of p[i], i < n, bit-identical to
  * _mt_f32_to_bf16 / _mt_f32_to_f16; AVX2 and F16C (only where the AVX2
  * kernel is handed out). */

@@ -10,9 +10,7 @@
  * Exactness (adam.h): the kernels perform the same IEEE operations in the
  * same order as the scalar reference STEP1 below, each lane independently,
  * and this folder is compiled with -ffp-contract=off, so no multiply-add is
- * ever fused, in the vector bodies or in the scalar tails. The one
- * exception is deliberate and exact: the division by the step's constant
- * bc2_sqrt (DIV_BC2), whose FMAs reproduce the correctly rounded quotient. The AVX2 and
+ * ever fused, in the vector bodies or in the scalar tails. The AVX2 and
  * AVX-512 bodies are compiled with function target attributes, never with
  * -march: the library runs on any x86-64, and adam.c only hands out a
  * kernel whose ISA __builtin_cpu_supports confirms.
@@ -189,24 +187,10 @@ static inline void write_back_vec(const _mt_adam_args_t *a, size_t begin, size_t
     _mt_round_out_avx2(a->p + begin, (uint16_t *)a->out + begin, a->out_dtype, end - begin);
 }
 
-/* sqrt(sv) / bc2_sqrt, correctly rounded, with one division the fewer per
- * element (the divider is what bounds the step on one core): q = a*y with
- * y = RN(1/b) is within an ulp of a/b, r = a - q*b is then exact in one
- * FMA, and q + r*y rounds to RN(a/b) (Markstein's correction; checked
- * exhaustively over every float dividend for sample divisors, see
- * tests/optim/test_adam_div.c). Where q is infinite (a = inf) r is NaN and
- * q is the answer. inv_bc2 = 0 (b out of range): the plain division. */
-#define DIV_BC2(V, a, bc2, y, MUL, DIV, FMADD, FNMADD, NAN_MASK, BLEND)                           \
-  ({                                                                                              \
-    V q_ = MUL(a, y);                                                                             \
-    V r_ = FNMADD(q_, bc2, a);                                                                    \
-    use_y ? BLEND(FMADD(r_, y, q_), q_, NAN_MASK(r_)) : DIV(a, bc2);                              \
-  })
-
 /* The vector body, written once for both widths. V is the vector type, W
  * its lanes, P the intrinsic prefix's operations passed in as macros. */
 #define VEC_KERNEL(NAME, TARGET, V, W, LD, LDBF16, LDF16, ST, SET1, ADD, SUB, MUL, DIV, SQRT, MAX, \
-                   NEG, FMADD, FNMADD, NAN_MASK, BLEND)                                            \
+                   NEG)                                                                            \
   __attribute__((target(TARGET))) void NAME(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, \
                                             size_t begin, size_t end) {                            \
     const unsigned f = s->flags;                                                                   \
@@ -214,8 +198,7 @@ static inline void write_back_vec(const _mt_adam_args_t *a, size_t begin, size_t
     const V clip = SET1(s->clip), decay = SET1(s->decay), l2 = SET1(s->l2);                        \
     const V w1 = SET1(s->w1), omw1 = SET1(s->one_m_w1), b2 = SET1(s->beta2);                       \
     const V omb2 = SET1(s->one_m_beta2), bc2 = SET1(s->bc2_sqrt), eps = SET1(s->eps);              \
-    const V nss = SET1(s->neg_step_size), y = SET1(s->inv_bc2);                                    \
-    const bool use_y = s->inv_bc2 != 0;                                                            \
+    const V nss = SET1(s->neg_step_size);                                                          \
     for (size_t b = begin; b < end; b += BLOCK) {                                                  \
       size_t e = end - b < BLOCK ? end : b + BLOCK;                                                \
       size_t i = b;                                                                                \
@@ -245,7 +228,7 @@ static inline void write_back_vec(const _mt_adam_args_t *a, size_t begin, size_t
           ST(a->vmax + i, vm);                                                                     \
           sv = vm;                                                                                 \
         }                                                                                          \
-        V d = ADD(DIV_BC2(V, SQRT(sv), bc2, y, MUL, DIV, FMADD, FNMADD, NAN_MASK, BLEND), eps);     \
+        V d = ADD(DIV(SQRT(sv), bc2), eps);                                                        \
         p = ADD(p, DIV(MUL(nss, m), d));                                                           \
         ST(a->m + i, m);                                                                           \
         ST(a->v + i, v);                                                                           \
@@ -262,24 +245,10 @@ static inline void write_back_vec(const _mt_adam_args_t *a, size_t begin, size_t
   _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
 #define LDF16_256(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 #define NEG256(x) _mm256_xor_ps((x), _mm256_set1_ps(-0.0f))
-#define NAN256(x) _mm256_cmp_ps((x), (x), _CMP_UNORD_Q)
-#define BLEND256(a, b, m) _mm256_blendv_ps((a), (b), (m))
-VEC_KERNEL(_mt_adam_kernel_avx2, "avx2,f16c,fma", __m256, 8, _mm256_loadu_ps, LDBF16_256, LDF16_256,
+VEC_KERNEL(_mt_adam_kernel_avx2, "avx2,f16c", __m256, 8, _mm256_loadu_ps, LDBF16_256, LDF16_256,
            _mm256_storeu_ps,
            _mm256_set1_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_mul_ps, _mm256_div_ps,
-           _mm256_sqrt_ps, _mm256_max_ps, NEG256, _mm256_fmadd_ps, _mm256_fnmadd_ps, NAN256, BLEND256)
-
-/* DIV_BC2 alone, for tests/optim/test_adam_div.c: q[i] = a[i] / bc2_sqrt
- * as the AVX2 kernel computes it (n a multiple of 8). */
-__attribute__((target("avx2,fma"))) void _mt_adam_div_bc2_avx2(const _mt_adam_scalars_t *s,
-                                                               const float *a, float *q, size_t n) {
-  const __m256 bc2 = _mm256_set1_ps(s->bc2_sqrt), y = _mm256_set1_ps(s->inv_bc2);
-  const bool use_y = s->inv_bc2 != 0;
-  for (size_t i = 0; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(q + i, DIV_BC2(__m256, _mm256_loadu_ps(a + i), bc2, y, _mm256_mul_ps,
-                                    _mm256_div_ps, _mm256_fmadd_ps, _mm256_fnmadd_ps, NAN256,
-                                    BLEND256));
-}
+           _mm256_sqrt_ps, _mm256_max_ps, NEG256)
 
 #define NEG512(x) _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), \
                                                         _mm512_set1_epi32((int)0x80000000u)))
@@ -287,12 +256,10 @@ __attribute__((target("avx2,fma"))) void _mt_adam_div_bc2_avx2(const _mt_adam_sc
   _mm512_castsi512_ps(                                                                      \
       _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
 #define LDF16_512(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
-#define NAN512(x) _mm512_cmp_ps_mask((x), (x), _CMP_UNORD_Q)
-#define BLEND512(a, b, m) _mm512_mask_blend_ps((m), (a), (b))
 VEC_KERNEL(_mt_adam_kernel_avx512, "avx512f", __m512, 16, _mm512_loadu_ps, LDBF16_512, LDF16_512,
            _mm512_storeu_ps,
            _mm512_set1_ps, _mm512_add_ps, _mm512_sub_ps, _mm512_mul_ps, _mm512_div_ps,
-           _mm512_sqrt_ps, _mm512_max_ps, NEG512, _mm512_fmadd_ps, _mm512_fnmadd_ps, NAN512, BLEND512)
+           _mm512_sqrt_ps, _mm512_max_ps, NEG512)
 #else
 void _mt_adam_kernel_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,
                           size_t end) {
@@ -301,9 +268,5 @@ void _mt_adam_kernel_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
 void _mt_adam_kernel_avx512(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,
                             size_t end) {
   _mt_adam_kernel_scalar(s, a, begin, end);
-}
-void _mt_adam_div_bc2_avx2(const _mt_adam_scalars_t *s, const float *a, float *q, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    q[i] = a[i] / s->bc2_sqrt;
 }
 #endif

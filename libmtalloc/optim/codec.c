@@ -494,8 +494,7 @@ void _mt_adam_kernel_q_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t
  * 8 bits the linear pieces are moved there
  * (code8x). The bf16/fp16 write-back is adam_kernels.c's vector one.
  * There is no AVX-512 codec path: under AVX-512 the AVX2 one runs. */
-/* f16c: fp16 gradients; fma: the exact division by bc2_sqrt (adam_kernels.c) */
-#define AVX2 __attribute__((target("avx2,f16c,fma")))
+#define AVX2 __attribute__((target("avx2,f16c"))) /* f16c: fp16 gradients */
 
 AVX2 static void decode_block_avx2(const _mt_qtensor_t *q, const float *map, float *x, size_t b,
                                    size_t e) {
@@ -1062,9 +1061,7 @@ q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_
                l2 = _mm256_set1_ps(s->l2), w1 = _mm256_set1_ps(s->w1),
                omw1 = _mm256_set1_ps(s->one_m_w1), b2 = _mm256_set1_ps(s->beta2),
                omb2 = _mm256_set1_ps(s->one_m_beta2), bc2 = _mm256_set1_ps(s->bc2_sqrt),
-               eps = _mm256_set1_ps(s->eps), nss = _mm256_set1_ps(s->neg_step_size),
-               y = _mm256_set1_ps(s->inv_bc2);
-  const bool use_y = s->inv_bc2 != 0;
+               eps = _mm256_set1_ps(s->eps), nss = _mm256_set1_ps(s->neg_step_size);
   const float msc = m->scales[b / _MT_CODEC_BLOCK], vsc = v->scales[b / _MT_CODEC_BLOCK];
   const __m256 ms = _mm256_set1_ps(msc), vs = _mm256_set1_ps(vsc);
   /* the 4-bit maps times the scales, once per block: map[c] * s is the
@@ -1143,15 +1140,7 @@ q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_
       mn = _mm256_add_ps(mo, _mm256_mul_ps(w1, _mm256_sub_ps(g, mo)));
     __m256 vn = _mm256_mul_ps(vo, b2);
     vn = _mm256_add_ps(vn, _mm256_mul_ps(_mm256_mul_ps(omb2, g), g));
-    /* sqrt(v) / bc2_sqrt through its reciprocal, exact (DIV_BC2 in adam_kernels.c) */
-    __m256 a0 = _mm256_sqrt_ps(vn), q;
-    if (use_y) {
-      __m256 q0 = _mm256_mul_ps(a0, y), r = _mm256_fnmadd_ps(q0, bc2, a0);
-      q = _mm256_blendv_ps(_mm256_fmadd_ps(r, y, q0), q0, _mm256_cmp_ps(r, r, _CMP_UNORD_Q));
-    } else {
-      q = _mm256_div_ps(a0, bc2);
-    }
-    __m256 d = _mm256_add_ps(q, eps);
+    __m256 d = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vn), bc2), eps);
     p = _mm256_add_ps(p, _mm256_div_ps(_mm256_mul_ps(nss, mn), d));
     _mm256_storeu_ps(pp + i, p);
     _mm256_store_ps(mb + i, mn);
