@@ -267,7 +267,7 @@ static int launch_prepared(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_hand
       placed += extra; /* counted only for a launch over the budget */
       rc = _mt_region_resident(p, r, s, write);
     } else {
-      rc = _mt_region_use_in_place(p, r, &host_bytes);
+      rc = _mt_region_use_in_place(p, r, s, &host_bytes);
     }
     if (rc < 0) {
       _mt_fetch_flush(p); /* what was fetched so far is DEVICE: its copies must run */

@@ -141,7 +141,8 @@ void _mt_check_region(const mt_pager_t *p, const mt_region_t *r) {
     if (c->state == CH_NONE) mt_assert(c->host_addr == 0);
     mt_assert(!c->retained || (c->state == CH_DEVICE && c->host_addr != 0));
     mt_assert(c->clean_batch == 0 || (c->state == CH_DEVICE && c->dirty));
-    nwb += c->clean_batch != 0;
+    mt_assert(c->clean_batch == 0 || c->clean_batch == c->wb_batch);
+    nwb += c->wb_batch != 0;
     nnvme += c->state == CH_NVME;
   }
   mt_assert(ndev == r->ndevice && nclean == r->nclean && nwb == r->nwb && nnvme == r->nnvme);
@@ -360,7 +361,7 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
       }
       c->dirty = false;
       _mt_wb_cancel(c);
-      c->wb_batch = 0; /* any write-behind copy ran before the ev_evict sync */
+      _mt_wb_clear(c); /* any write-behind copy ran before the ev_evict sync */
       if (c->pf) c->region->npf--; /* a prefetch evicted before use was wasted */
       c->pf = false;
       c->state = to_nvme ? CH_NVME : CH_HOST;
@@ -649,7 +650,11 @@ int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len
         r->npf--;
         mt_stat_add(prefetch_used, 1);
       }
-      if (write) _mt_set_dirty(p, c); /* a host copy it keeps is stale now */
+      if (write) {
+        /* a write-behind copy may still be reading it: this write comes after */
+        if (c->wb_batch != 0 && (rc = _mt_wb_fence(p, c, s)) < 0) break;
+        _mt_set_dirty(p, c); /* a host copy it keeps is stale now */
+      }
       i++;
       continue;
     }
@@ -786,7 +791,7 @@ void _mt_back_fresh(mt_pager_t *p) {
   }
 }
 
-int _mt_region_use_in_place(mt_pager_t *p, mt_region_t *r, size_t *host_bytes) {
+int _mt_region_use_in_place(mt_pager_t *p, mt_region_t *r, mt_handle_t s, size_t *host_bytes) {
   if (r->kind == REG_SMALL || r->escaped) return 0;
   int rc = 0;
   for (uint32_t i = 0; i < r->nchunks && rc == 0; i++) {
@@ -794,6 +799,7 @@ int _mt_region_use_in_place(mt_pager_t *p, mt_region_t *r, size_t *host_bytes) {
     if (c->state == CH_DEVICE) {
       _mt_set_due(p, c);
       p->pol_ops->touch(p->pol, &c->node);
+      if (c->wb_batch != 0 && (rc = _mt_wb_fence(p, c, s)) < 0) break;
       _mt_set_dirty(p, c);
       continue;
     }

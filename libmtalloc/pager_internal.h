@@ -337,9 +337,9 @@ typedef struct mt_region {
   uint32_t nhanded;          /* of them, handed on (freed; handoff.c) */
   uint32_t npf;              /* chunks prefetched and not used since (keeps it off the fast path) */
   uint32_t nclean;           /* chunks DEVICE and not dirty */
-  uint32_t nwb;              /* chunks with a write-behind copy that would make them clean
-                              * (clean_batch != 0): a write must see each (keeps it off the
-                              * fast path) */
+  uint32_t nwb;              /* chunks whose write-behind copy may still be in flight
+                              * (wb_batch != 0): a write must cancel its cleaning and wait
+                              * for the copy on the device (keeps it off the fast path) */
   mt_hold_t holds[MT_HOLDS];
   struct mt_region *next_pending; /* deferred-free list */
   struct mt_region *fprev, *fnext; /* fresh list: allocated since the last launch */
@@ -514,6 +514,11 @@ bool _mt_wb_cleaned(mt_pager_t *p, mt_chunk_t *c, bool wait);
 /* A write-behind copy from c may still be in flight: waits for it before
  * c's device memory or host slot is reused. */
 void _mt_wb_settle(mt_pager_t *p, mt_chunk_t *c);
+/* Before work on app stream s writes c: cancels c's cleaning, and where
+ * its write-behind copy may still be in flight, s waits for it on the
+ * device (a kernel must not overwrite bytes a copy is still reading).
+ * Returns 0 or -errno. */
+int _mt_wb_fence(mt_pager_t *p, mt_chunk_t *c, mt_handle_t s);
 
 /* What mtalloc can hold at once, what cuMemGetInfo reports as total: the
  * GPU budget, the host budget and the NVMe tier (its pages beyond a copy
@@ -557,10 +562,15 @@ static inline void _mt_set_due(mt_pager_t *p, mt_chunk_t *c) {
 }
 
 /* c's write-behind copy no longer makes it clean (written since, cleaned,
- * or evicted). */
+ * or evicted); the copy itself may still be in flight (wb_batch). */
 static inline void _mt_wb_cancel(mt_chunk_t *c) {
-  if (c->clean_batch == 0) return;
   c->clean_batch = 0;
+}
+
+/* c's write-behind copy is known done (or waited for). */
+static inline void _mt_wb_clear(mt_chunk_t *c) {
+  if (c->wb_batch == 0) return;
+  c->wb_batch = 0;
   c->region->nwb--;
 }
 
@@ -610,7 +620,7 @@ int _mt_pager_reserve_pinned(mt_pager_t *p, size_t bytes);
  * that were never touched get a host copy mapped at their address. Adds
  * the bytes the kernel will reach in host memory to *host_bytes. Requires
  * p->host_reach. 0 or -errno (-ENOMEM: the host budget is full). */
-int _mt_region_use_in_place(mt_pager_t *p, mt_region_t *r, size_t *host_bytes);
+int _mt_region_use_in_place(mt_pager_t *p, mt_region_t *r, mt_handle_t s, size_t *host_bytes);
 /* Gives every chunk that no one has touched, of the regions allocated since
  * the last launch, a host copy mapped at its address (host mappings only),
  * so that a kernel reaching it through a pointer no scan sees is slow, not

@@ -38,14 +38,32 @@ static bool wb_done(mt_pager_t *p, uint32_t id, bool wait) {
 }
 
 void _mt_wb_settle(mt_pager_t *p, mt_chunk_t *c) {
-  if (c->wb_batch != 0 && wb_done(p, c->wb_batch, true)) c->wb_batch = 0;
+  if (c->wb_batch != 0 && wb_done(p, c->wb_batch, true)) _mt_wb_clear(c);
+}
+
+int _mt_wb_fence(mt_pager_t *p, mt_chunk_t *c, mt_handle_t s) {
+  _mt_wb_cancel(c);
+  if (c->wb_batch == 0) return 0;
+  if (_mt_capture_active(p)) return 0; /* nothing runs during a capture; the graph launch waits */
+  if (wb_done(p, c->wb_batch, false)) {
+    _mt_wb_clear(c);
+    return 0;
+  }
+  /* Still in the ring (wb_done retires batches only once done). Other
+   * streams may write c too, so wb_batch stays until the batch is known
+   * done: each writer waits. */
+  for (unsigned k = 0; k < p->clean_n; k++) {
+    struct mt_clean_batch *b = &p->clean_ring[(p->clean_head + k) % MT_CLEAN_RING];
+    if (b->id == c->wb_batch) return p->dev->ops->stream_wait(p->dev, s, b->ev);
+  }
+  return 0;
 }
 
 bool _mt_wb_cleaned(mt_pager_t *p, mt_chunk_t *c, bool wait) {
   if (!c->dirty || c->clean_batch == 0 || !wb_done(p, c->clean_batch, wait)) return false;
   c->dirty = false;
   _mt_wb_cancel(c);
-  c->wb_batch = 0;
+  _mt_wb_clear(c);
   c->region->nclean++;
   mt_stat_add(write_behind_used, 1);
   return true;
@@ -91,8 +109,8 @@ size_t _mt_write_behind(mt_pager_t *p, size_t bytes) {
     mt_chunk_t *c = cs[i];
     if (c->host_addr == 0 && _mt_host_get_ex(p, c, false) < 0) break;
     if (p->dev->ops->copy(p->dev, c->host_addr, _mt_chunk_va(p, c), p->chunk, p->d2h) < 0) break;
+    if (c->wb_batch == 0) c->region->nwb++; /* an older copy of it may be in flight: this one is later */
     c->clean_batch = c->wb_batch = id;
-    c->region->nwb++;
     _mt_retained_link(p, c);
     started++;
     mt_stat_add(write_behind, 1);
@@ -116,7 +134,7 @@ size_t _mt_write_behind(mt_pager_t *p, size_t bytes) {
       cs[i]->region->nclean++;
     }
     _mt_wb_cancel(cs[i]);
-    if (rc == 0) cs[i]->wb_batch = 0;
+    if (rc == 0) _mt_wb_clear(cs[i]);
   }
   return 0;
 }
