@@ -395,6 +395,63 @@ Test(nvme_tier, write_after_write_behind_is_kept) {
   finish();
 }
 
+static int fwd_h2d_async(void *ctx, uintptr_t dst, uintptr_t src, size_t n) {
+  return cuMemcpyHtoDAsync((CUdeviceptr)dst, (const void *)src, n, (CUstream)ctx) == CUDA_SUCCESS ? 0 : -EIO;
+}
+
+/* A write issued while a write-behind batch is still copying the chunk out
+ * runs after that copy on the device: the writer's stream waits for the
+ * batch's event. A kernel or memset must not overwrite bytes a copy is
+ * still reading (the race ThreadSanitizer found in 'stress preload
+ * host-map auto', stop 17's CI). FAKECUDA_BW makes each 2 MiB copy take
+ * 20 ms, so the batch of four is still running when the write of one
+ * chunk (20 ms alone) is issued; without the wait it would finish first. */
+Test(nvme_tier, write_waits_for_write_behind_copy) {
+  setenv("FAKECUDA_BW", "100M", 1); /* read at cuInit, in start() */
+  start(8, 64, NULL, 0);            /* 4 device chunks */
+  uint32_t *buf = malloc(2 * MiB), *want = malloc(2 * MiB);
+  cr_assert(buf && want);
+  uintptr_t a[4];
+  for (int i = 0; i < 4; i++) {
+    cr_assert_eq(_mt_alloc(2 * MiB, &a[i]), 0);
+    fill(buf, 2 * MiB, 1 + (uint32_t)i);
+    cr_assert_eq(put(a[i], buf, 2 * MiB), 0);
+  }
+  cr_assert_eq(cuCtxSynchronize(), CUDA_SUCCESS);
+  pthread_mutex_lock(&P->lock);
+  for (int i = 0; i < 4; i++) _mt_region_held(P, _mt_region_of(P, a[i]), true);
+  P->epoch++;
+  size_t copied = _mt_write_behind(P, 8 * MiB);
+  mt_region_t *r = _mt_region_of(P, a[0]);
+  uint32_t batch = r->chunks[0].wb_batch;
+  mt_handle_t ev = 0;
+  for (unsigned k = 0; k < P->clean_n; k++)
+    if (P->clean_ring[(P->clean_head + k) % MT_CLEAN_RING].id == batch)
+      ev = P->clean_ring[(P->clean_head + k) % MT_CLEAN_RING].ev;
+  pthread_mutex_unlock(&P->lock);
+  cr_assert_eq(copied, 8 * MiB, "all four dirty chunks are copied out in one batch");
+  cr_assert_neq(ev, 0, "the batch is in flight");
+  cr_assert_eq(cuEventQuery((CUevent)ev), CUDA_ERROR_NOT_READY, "the batch's copies take 80 ms");
+  /* on a non-blocking stream: the legacy stream would wait for the
+   * pager's (blocking) streams anyway */
+  CUstream s;
+  cr_assert_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  fill(buf, 2 * MiB, 7);
+  cr_assert_eq(_mt_copy(a[0], (uintptr_t)buf, 2 * MiB, (mt_handle_t)s, true, 1, fwd_h2d_async, s), 0);
+  cr_assert_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
+  cr_assert_eq(cuEventQuery((CUevent)ev), CUDA_SUCCESS,
+               "the write ran after the write-behind batch that was reading the chunk");
+  cr_assert_eq(r->chunks[0].clean_batch, 0, "the write cancelled the chunk's cleaning");
+  memset(buf, 0xee, 2 * MiB);
+  cr_assert_eq(get(buf, a[0], 2 * MiB), 0);
+  fill(want, 2 * MiB, 7);
+  cr_assert(memcmp(buf, want, 2 * MiB) == 0, "the write is what reads back");
+  cr_assert_eq(cuStreamDestroy(s), CUDA_SUCCESS);
+  free(buf);
+  free(want);
+  finish();
+}
+
 /* Gradient offload's calls on device parameters: registration leaves the
  * weights' device copy dropped (clean); per-parameter steps queued in
  * backward order, each after mt_optim_set_grad to the other of two device
