@@ -1049,14 +1049,17 @@ AVX2 static void encode8_block(_mt_qtensor_t *q, const float *x, size_t b) {
  * VEC_KERNEL's (adam_kernels.c) operation for operation, without amsgrad
  * (refused with a codec); decode is decode_block_avx2's. Same bits as the
  * scalar codec path (tests/optim/test_codec_simd.c). bits is a constant
- * in each caller (q4_block_avx2, q8_block_avx2). */
+ * in each caller (q4_block_avx2, q8_block_avx2); so are f (the step's
+ * flags), gdt (the gradient's dtype) and vpow (v's scale is in [2^-100,
+ * FLT_MAX], where v decodes by its exponent and needs no floor) in the
+ * common case q4_block_avx2 singles out, so that loop has no tests of
+ * them per vector (they took a tenth of its instructions). */
 __attribute__((always_inline)) AVX2 static inline void
 q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_t *m,
-             _mt_qtensor_t *v, size_t b, const __m256 *mbc, const __m256 *vbc, const int bits) {
+             _mt_qtensor_t *v, size_t b, const __m256 *mbc, const __m256 *vbc, const int bits,
+             const unsigned f, const int gdt, const bool vpow) {
   float mb[_MT_CODEC_BLOCK] __attribute__((aligned(32)));
   float vb[_MT_CODEC_BLOCK] __attribute__((aligned(32)));
-  const unsigned f = s->flags;
-  const int gdt = a->g_dtype;
   const __m256 clip = _mm256_set1_ps(s->clip), decay = _mm256_set1_ps(s->decay),
                l2 = _mm256_set1_ps(s->l2), w1 = _mm256_set1_ps(s->w1),
                omw1 = _mm256_set1_ps(s->one_m_w1), b2 = _mm256_set1_ps(s->beta2),
@@ -1074,11 +1077,11 @@ q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_
    * can change something only where map * scale underflows to 0: the
    * smallest entry (1e-4; 1e-8 at 8 bits) times a scale of 2^-100 or
    * more cannot */
-  const bool vfloor_on = vsc > 0 && vsc < 0x1p-100f;
+  const bool vfloor_on = !vpow && vsc > 0 && vsc < 0x1p-100f;
   /* v's 4-bit entries are powers of two: for a scale in [2^-100, FLT_MAX]
    * map[c] * scale is exact, the scale with c - 15 added to its exponent
    * (normal, >= 2^-115), so an add replaces the permutes */
-  const bool vexp = bits == 4 && vsc >= 0x1p-100f && vsc <= FLT_MAX;
+  const bool vexp = bits == 4 && (vpow || (vsc >= 0x1p-100f && vsc <= FLT_MAX));
   uint32_t vsu;
   memcpy(&vsu, &vsc, 4);
   const __m256i vsb = _mm256_set1_epi32((int)(vsu - (15u << 23)));
@@ -1164,12 +1167,16 @@ q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_
 AVX2 static void q4_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
                                _mt_qtensor_t *m, _mt_qtensor_t *v, size_t b, const __m256 *mbc,
                                const __m256 *vbc) {
-  q_block_avx2(s, a, m, v, b, mbc, vbc, 4);
+  const float vsc = v->scales[b / _MT_CODEC_BLOCK];
+  if (s->flags == _MT_ADAM_DECAY && a->g_dtype == _MT_DT_F32 && vsc >= 0x1p-100f && vsc <= FLT_MAX)
+    q_block_avx2(s, a, m, v, b, mbc, vbc, 4, _MT_ADAM_DECAY, _MT_DT_F32, true);
+  else
+    q_block_avx2(s, a, m, v, b, mbc, vbc, 4, s->flags, a->g_dtype, false);
 }
 
 AVX2 static void q8_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
                                _mt_qtensor_t *m, _mt_qtensor_t *v, size_t b) {
-  q_block_avx2(s, a, m, v, b, NULL, NULL, 8);
+  q_block_avx2(s, a, m, v, b, NULL, NULL, 8, s->flags, a->g_dtype, false);
 }
 
 AVX2 void _mt_codec_encode_avx2(_mt_qtensor_t *q, const float *x, size_t begin, size_t end) {
