@@ -883,9 +883,10 @@ AVX2 static void encode4_scaled(_mt_qtensor_t *q, const float *map, const uint8_
 /* Both moments of a block at once, m's absmax positive and finite and
  * v's in [2^-100, 2^100] (v4_r > 0): m's search (encode4_scaled) and v's
  * multiply and exponent (encode4_v) in one loop, so the loop's own cost
- * is paid once. */
+ * is paid once. mnan: some element of mx is a NaN (the caller knows it
+ * from its absmax, q_block_avx2), so pack4 patches NaN lanes. */
 AVX2 static void encode4_pair(_mt_qtensor_t *m, _mt_qtensor_t *v, const float *mx,
-                              const float *vx, size_t b, float am, float av) {
+                              const float *vx, size_t b, float am, float av, bool mnan) {
   float mt[16] __attribute__((aligned(32)));
   m->scales[b / _MT_CODEC_BLOCK] = am;
   v->scales[b / _MT_CODEC_BLOCK] = av;
@@ -893,17 +894,16 @@ AVX2 static void encode4_pair(_mt_qtensor_t *m, _mt_qtensor_t *v, const float *m
   const __m256 mr8 = _mm256_load_ps(mt), mr4 = _mm256_load_ps(mt + 8);
   const __m256 mb3 = _mm256_set1_ps(mt[12]), mb11 = _mm256_set1_ps(mt[13]),
                mb7 = _mm256_set1_ps(mt[14]);
-  const float vr = v4_r(av);
-  const __m256 va = _mm256_set1_ps(av);
+  const __m256 vr = _mm256_set1_ps(v4_r(av));
   __m256i cm[16], kv[16];
-  __m256 nan = _mm256_setzero_ps();
   for (int k = 0; k < 16; k++) {
-    __m256 x = _mm256_loadu_ps(mx + 8 * k);
-    cm[k] = search4(x, mr8, mr4, mb3, mb11, mb7);
-    kv[k] = v4_k(_mm256_loadu_ps(vx + 8 * k), vr, va);
-    nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    cm[k] = search4(_mm256_loadu_ps(mx + 8 * k), mr8, mr4, mb3, mb11, mb7);
+    /* v4_k with its r > 0 */
+    const __m256i u = _mm256_and_si256(_mm256_castps_si256(_mm256_mul_ps(_mm256_loadu_ps(vx + 8 * k), vr)),
+                                       _mm256_set1_epi32(0x7fffffff));
+    kv[k] = _mm256_srai_epi32(_mm256_sub_epi32(u, _mm256_set1_epi32(V4_BIAS)), 23);
   }
-  pack4(m, lut4[1], mx, b, cm, nan);
+  pack4(m, lut4[1], mx, b, cm, mnan ? _mm256_castsi256_ps(_mm256_set1_epi32(-1)) : _mm256_setzero_ps());
   pack4_v(v, b, kv);
 }
 
@@ -1148,10 +1148,36 @@ q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_
     _mm256_storeu_ps(pp + i, p);
     _mm256_store_ps(mb + i, mn);
     _mm256_store_ps(vb + i, vn);
-    mmax = _mm256_max_ps(_mm256_and_ps(mn, absmask), mmax);
+    if (bits == 4) /* on the bits: a NaN's are above every float's (below) */
+      mmax = _mm256_castsi256_ps(_mm256_max_epi32(_mm256_castps_si256(_mm256_and_ps(mn, absmask)),
+                                                  _mm256_castps_si256(mmax)));
+    else
+      mmax = _mm256_max_ps(_mm256_and_ps(mn, absmask), mmax);
     vmax = _mm256_max_ps(_mm256_and_ps(vn, absmask), vmax);
   }
-  const float am = hmax8(mmax), av = hmax8(vmax);
+  float am, av = hmax8(vmax);
+  bool mnan = false;
+  if (bits == 4) {
+    /* the absolute values' bits compare as the floats do, and a NaN's
+     * (above 0x7f800000) as the largest: so the max is the absmax, or a
+     * NaN, and then the absmax is taken again as the scalar encode takes
+     * it (skipping NaNs) and the encode patches NaN lanes; this replaces
+     * a NaN test per vector in the encode */
+    const __m128i h = _mm_max_epi32(_mm256_castsi256_si128(_mm256_castps_si256(mmax)),
+                                    _mm256_extracti128_si256(_mm256_castps_si256(mmax), 1));
+    const __m128i h2 = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+    const uint32_t bm = (uint32_t)_mm_cvtsi128_si32(_mm_max_epi32(h2, _mm_shuffle_epi32(h2, 0xb1)));
+    mnan = bm > 0x7f800000u;
+    memcpy(&am, &bm, 4);
+    if (mnan) {
+      __m256 mx = zero;
+      for (int i = 0; i < _MT_CODEC_BLOCK; i += 8)
+        mx = _mm256_max_ps(_mm256_and_ps(_mm256_load_ps(mb + i), absmask), mx);
+      am = hmax8(mx);
+    }
+  } else {
+    am = hmax8(mmax);
+  }
   if (bits == 8) {
     encode8_pair(m, v, mb, vb, b, am, av);
     return;
@@ -1161,7 +1187,7 @@ q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_
     encode4_scaled(v, map4[0], lut4[0], vbc, vb, b, av);
     return;
   }
-  encode4_pair(m, v, mb, vb, b, am, av);
+  encode4_pair(m, v, mb, vb, b, am, av, mnan);
 }
 
 AVX2 static void q4_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
