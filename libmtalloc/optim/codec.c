@@ -749,31 +749,50 @@ AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned 
   }
 }
 
-/* X(t_k, a) for the 15 4-bit thresholds of map s (see thr4_mid), into
- * xt[16] in Q4_ORDER: the float nearest a * h, moved one step up when it
+/* X(t_k, a) for 4 of the 15 4-bit thresholds of map s (see thr4_mid),
+ * k to k + 3 in Q4_ORDER (x_search4 takes all): the float nearest a * h, moved one step up when it
  * lies below a * h, or on it for an odd t. A step up from a float f is
  * bits + 1 for f >= +0 and bits - 1 for f < 0 (toward zero); f = -0 never
  * steps (a * h < 0 rounds to -0 only when a * h is above it). */
-AVX2 static void x_thresholds4(int s, float a, float *xt) {
-  const __m256d va = _mm256_set1_pd((double)a);
+AVX2 static inline __m128 x_group4(int s, __m256d va, int k) {
   const __m256i lo32 = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
-  for (int k = 0; k < 16; k += 4) {
-    __m256d ah = _mm256_mul_pd(va, _mm256_load_pd(thr4_mid[s] + k));
-    __m128 f = _mm256_cvtpd_ps(ah);
-    __m256d fd = _mm256_cvtps_pd(f);
-    __m256d up = _mm256_or_pd(
-        _mm256_cmp_pd(fd, ah, _CMP_LT_OQ),
-        _mm256_andnot_pd(_mm256_castsi256_pd(_mm256_load_si256((const __m256i *)(thr4_even[s] + k))),
-                         _mm256_cmp_pd(fd, ah, _CMP_EQ_OQ)));
-    __m128i up32 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(_mm256_castpd_si256(up), lo32));
-    __m128i fi = _mm_castps_si128(f);
-    __m128i step = _mm_or_si128(_mm_srai_epi32(fi, 31), _mm_set1_epi32(1));
-    _mm_storeu_si128((__m128i *)(xt + k), _mm_add_epi32(fi, _mm_and_si128(step, up32)));
-  }
+  __m256d ah = _mm256_mul_pd(va, _mm256_load_pd(thr4_mid[s] + k));
+  __m128 f = _mm256_cvtpd_ps(ah);
+  __m256d fd = _mm256_cvtps_pd(f);
+  __m256d up = _mm256_or_pd(
+      _mm256_cmp_pd(fd, ah, _CMP_LT_OQ),
+      _mm256_andnot_pd(_mm256_castsi256_pd(_mm256_load_si256((const __m256i *)(thr4_even[s] + k))),
+                       _mm256_cmp_pd(fd, ah, _CMP_EQ_OQ)));
+  __m128i up32 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(_mm256_castpd_si256(up), lo32));
+  __m128i fi = _mm_castps_si128(f);
+  __m128i step = _mm_or_si128(_mm_srai_epi32(fi, 31), _mm_set1_epi32(1));
+  return _mm_castsi128_ps(_mm_add_epi32(fi, _mm_and_si128(step, up32)));
+}
+
+/* All 15 in the registers search4 reads, for map s: the 8 of the last
+ * level, the 4 of the third (twice: its index is under 4), and the first
+ * two levels' broadcast. Kept out of memory: they used to be stored as
+ * four 128-bit vectors and loaded as 256-bit ones, a load no store can
+ * forward, which waited for the stores to retire (0.04 ns a parameter). */
+typedef struct {
+  __m256 r8, r4, b3, b11, b7;
+} x4_t;
+
+AVX2 static inline x4_t x_search4(int s, float a) {
+  const __m256d va = _mm256_set1_pd((double)a);
+  const __m128 g0 = x_group4(s, va, 0), g1 = x_group4(s, va, 4), g2 = x_group4(s, va, 8),
+               g3 = x_group4(s, va, 12);
+  x4_t t;
+  t.r8 = _mm256_set_m128(g1, g0);
+  t.r4 = _mm256_set_m128(g2, g2);
+  t.b3 = _mm256_broadcastss_ps(g3);
+  t.b11 = _mm256_broadcastss_ps(_mm_shuffle_ps(g3, g3, 0x55));
+  t.b7 = _mm256_broadcastss_ps(_mm_shuffle_ps(g3, g3, 0xaa));
+  return t;
 }
 
 /* The code of 8 elements x: the count of thresholds x reaches, by a
- * four-level binary search over the ascending X (x_thresholds4 is monotone
+ * four-level binary search over the ascending X (x_group4 is monotone
  * in t): 7; then 3 or 11; then one of 1, 5, 9, 13 (r4); then one of the
  * even ones (r8). The index doubles and takes the compare's bit at each
  * level (a true compare is -1, so subtracting it adds 1). A NaN reaches
@@ -829,7 +848,7 @@ AVX2 static inline void pack4(_mt_qtensor_t *q, const uint8_t *lut, const float 
 /* A whole 4-bit block (128 elements) of x, whose absmax is amax, into q,
  * bit-identical to encode_block_avx2 (and so to the scalar encode) without
  * dividing: the codes come from comparing x itself with the thresholds
- * moved to x's scale (x_thresholds4). Blocks whose absmax is 0 or not
+ * moved to x's scale (x_search4). Blocks whose absmax is 0 or not
  * finite, where y = x / absmax is not a monotone function of x alone
  * (0 / 0, x / inf), and vectors holding a NaN (whose code is the LUT guess
  * of the NaN y) take the division path. Codes are packed 64 at a time: two
@@ -847,11 +866,8 @@ AVX2 static void encode4_scaled(_mt_qtensor_t *q, const float *map, const uint8_
     return;
   }
   q->scales[b / _MT_CODEC_BLOCK] = amax;
-  float xt[16] __attribute__((aligned(32)));
-  x_thresholds4(q->is_signed, amax, xt);
-  const __m256 r8 = _mm256_load_ps(xt), r4 = _mm256_load_ps(xt + 8);
-  const __m256 b3 = _mm256_set1_ps(xt[12]), b11 = _mm256_set1_ps(xt[13]),
-               b7 = _mm256_set1_ps(xt[14]);
+  const x4_t xt = x_search4(q->is_signed, amax);
+  const __m256 r8 = xt.r8, r4 = xt.r4, b3 = xt.b3, b11 = xt.b11, b7 = xt.b7;
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   const __m256i pairs = _mm256_set1_epi16(0x1001); /* byte 0 x 1 + byte 1 x 16 */
   for (int i = 0; i < _MT_CODEC_BLOCK; i += 64) {
@@ -887,13 +903,10 @@ AVX2 static void encode4_scaled(_mt_qtensor_t *q, const float *map, const uint8_
  * from its absmax, q_block_avx2), so pack4 patches NaN lanes. */
 AVX2 static void encode4_pair(_mt_qtensor_t *m, _mt_qtensor_t *v, const float *mx,
                               const float *vx, size_t b, float am, float av, bool mnan) {
-  float mt[16] __attribute__((aligned(32)));
   m->scales[b / _MT_CODEC_BLOCK] = am;
   v->scales[b / _MT_CODEC_BLOCK] = av;
-  x_thresholds4(1, am, mt);
-  const __m256 mr8 = _mm256_load_ps(mt), mr4 = _mm256_load_ps(mt + 8);
-  const __m256 mb3 = _mm256_set1_ps(mt[12]), mb11 = _mm256_set1_ps(mt[13]),
-               mb7 = _mm256_set1_ps(mt[14]);
+  const x4_t xt = x_search4(1, am);
+  const __m256 mr8 = xt.r8, mr4 = xt.r4, mb3 = xt.b3, mb11 = xt.b11, mb7 = xt.b7;
   const __m256 vr = _mm256_set1_ps(v4_r(av));
   __m256i cm[16], kv[16];
   for (int k = 0; k < 16; k++) {
@@ -916,7 +929,7 @@ AVX2 static void encode4_block_avx2(_mt_qtensor_t *q, const float *map, const ui
   encode4_scaled(q, map, lut, bc, x, b, hmax8(vmax));
 }
 
-/* code8 moved to x's scale, as x_thresholds4 does for 4 bits: for a block
+/* code8 moved to x's scale, as x_search4 does for 4 bits: for a block
  * with absmax a, y = fl(x / a) is within 2^-23 of x / a, which moves t by
  * under 1e-4, so t can come from x itself with the decade boundaries
  * times a and the slopes over a (q8x_tables), no division. Lanes near a
