@@ -750,8 +750,8 @@ AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned 
 }
 
 /* X(t_k, a) for 4 of the 15 4-bit thresholds of map s (see thr4_mid),
- * k to k + 3 in Q4_ORDER (x_search4 takes all): the float nearest a * h, moved one step up when it
- * lies below a * h, or on it for an odd t. A step up from a float f is
+ * k to k + 3 in Q4_ORDER (x_search4 takes all): the float nearest a * h,
+ * moved one step up when it lies below a * h, or on it for an odd t. A step up from a float f is
  * bits + 1 for f >= +0 and bits - 1 for f < 0 (toward zero); f = -0 never
  * steps (a * h < 0 rounds to -0 only when a * h is above it). */
 AVX2 static inline __m128 x_group4(int s, __m256d va, int k) {
@@ -912,11 +912,12 @@ AVX2 static void encode4_pair(_mt_qtensor_t *m, _mt_qtensor_t *v, const float *m
   for (int k = 0; k < 16; k++) {
     cm[k] = search4(_mm256_loadu_ps(mx + 8 * k), mr8, mr4, mb3, mb11, mb7);
     /* v4_k with its r > 0 */
-    const __m256i u = _mm256_and_si256(_mm256_castps_si256(_mm256_mul_ps(_mm256_loadu_ps(vx + 8 * k), vr)),
-                                       _mm256_set1_epi32(0x7fffffff));
+    const __m256 t = _mm256_mul_ps(_mm256_loadu_ps(vx + 8 * k), vr);
+    const __m256i u = _mm256_and_si256(_mm256_castps_si256(t), _mm256_set1_epi32(0x7fffffff));
     kv[k] = _mm256_srai_epi32(_mm256_sub_epi32(u, _mm256_set1_epi32(V4_BIAS)), 23);
   }
-  pack4(m, lut4[1], mx, b, cm, mnan ? _mm256_castsi256_ps(_mm256_set1_epi32(-1)) : _mm256_setzero_ps());
+  const __m256 nan = mnan ? _mm256_castsi256_ps(_mm256_set1_epi32(-1)) : _mm256_setzero_ps();
+  pack4(m, lut4[1], mx, b, cm, nan);
   pack4_v(v, b, kv);
 }
 
