@@ -749,31 +749,50 @@ AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned 
   }
 }
 
-/* X(t_k, a) for the 15 4-bit thresholds of map s (see thr4_mid), into
- * xt[16] in Q4_ORDER: the float nearest a * h, moved one step up when it
- * lies below a * h, or on it for an odd t. A step up from a float f is
+/* X(t_k, a) for 4 of the 15 4-bit thresholds of map s (see thr4_mid),
+ * k to k + 3 in Q4_ORDER (x_search4 takes all): the float nearest a * h,
+ * moved one step up when it lies below a * h, or on it for an odd t. A step up from a float f is
  * bits + 1 for f >= +0 and bits - 1 for f < 0 (toward zero); f = -0 never
  * steps (a * h < 0 rounds to -0 only when a * h is above it). */
-AVX2 static void x_thresholds4(int s, float a, float *xt) {
-  const __m256d va = _mm256_set1_pd((double)a);
+AVX2 static inline __m128 x_group4(int s, __m256d va, int k) {
   const __m256i lo32 = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
-  for (int k = 0; k < 16; k += 4) {
-    __m256d ah = _mm256_mul_pd(va, _mm256_load_pd(thr4_mid[s] + k));
-    __m128 f = _mm256_cvtpd_ps(ah);
-    __m256d fd = _mm256_cvtps_pd(f);
-    __m256d up = _mm256_or_pd(
-        _mm256_cmp_pd(fd, ah, _CMP_LT_OQ),
-        _mm256_andnot_pd(_mm256_castsi256_pd(_mm256_load_si256((const __m256i *)(thr4_even[s] + k))),
-                         _mm256_cmp_pd(fd, ah, _CMP_EQ_OQ)));
-    __m128i up32 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(_mm256_castpd_si256(up), lo32));
-    __m128i fi = _mm_castps_si128(f);
-    __m128i step = _mm_or_si128(_mm_srai_epi32(fi, 31), _mm_set1_epi32(1));
-    _mm_storeu_si128((__m128i *)(xt + k), _mm_add_epi32(fi, _mm_and_si128(step, up32)));
-  }
+  __m256d ah = _mm256_mul_pd(va, _mm256_load_pd(thr4_mid[s] + k));
+  __m128 f = _mm256_cvtpd_ps(ah);
+  __m256d fd = _mm256_cvtps_pd(f);
+  __m256d up = _mm256_or_pd(
+      _mm256_cmp_pd(fd, ah, _CMP_LT_OQ),
+      _mm256_andnot_pd(_mm256_castsi256_pd(_mm256_load_si256((const __m256i *)(thr4_even[s] + k))),
+                       _mm256_cmp_pd(fd, ah, _CMP_EQ_OQ)));
+  __m128i up32 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(_mm256_castpd_si256(up), lo32));
+  __m128i fi = _mm_castps_si128(f);
+  __m128i step = _mm_or_si128(_mm_srai_epi32(fi, 31), _mm_set1_epi32(1));
+  return _mm_castsi128_ps(_mm_add_epi32(fi, _mm_and_si128(step, up32)));
+}
+
+/* All 15 in the registers search4 reads, for map s: the 8 of the last
+ * level, the 4 of the third (twice: its index is under 4), and the first
+ * two levels' broadcast. Kept out of memory: they used to be stored as
+ * four 128-bit vectors and loaded as 256-bit ones, a load no store can
+ * forward, which waited for the stores to retire (0.04 ns a parameter). */
+typedef struct {
+  __m256 r8, r4, b3, b11, b7;
+} x4_t;
+
+AVX2 static inline x4_t x_search4(int s, float a) {
+  const __m256d va = _mm256_set1_pd((double)a);
+  const __m128 g0 = x_group4(s, va, 0), g1 = x_group4(s, va, 4), g2 = x_group4(s, va, 8),
+               g3 = x_group4(s, va, 12);
+  x4_t t;
+  t.r8 = _mm256_set_m128(g1, g0);
+  t.r4 = _mm256_set_m128(g2, g2);
+  t.b3 = _mm256_broadcastss_ps(g3);
+  t.b11 = _mm256_broadcastss_ps(_mm_shuffle_ps(g3, g3, 0x55));
+  t.b7 = _mm256_broadcastss_ps(_mm_shuffle_ps(g3, g3, 0xaa));
+  return t;
 }
 
 /* The code of 8 elements x: the count of thresholds x reaches, by a
- * four-level binary search over the ascending X (x_thresholds4 is monotone
+ * four-level binary search over the ascending X (x_group4 is monotone
  * in t): 7; then 3 or 11; then one of 1, 5, 9, 13 (r4); then one of the
  * even ones (r8). The index doubles and takes the compare's bit at each
  * level (a true compare is -1, so subtracting it adds 1). A NaN reaches
@@ -829,7 +848,7 @@ AVX2 static inline void pack4(_mt_qtensor_t *q, const uint8_t *lut, const float 
 /* A whole 4-bit block (128 elements) of x, whose absmax is amax, into q,
  * bit-identical to encode_block_avx2 (and so to the scalar encode) without
  * dividing: the codes come from comparing x itself with the thresholds
- * moved to x's scale (x_thresholds4). Blocks whose absmax is 0 or not
+ * moved to x's scale (x_search4). Blocks whose absmax is 0 or not
  * finite, where y = x / absmax is not a monotone function of x alone
  * (0 / 0, x / inf), and vectors holding a NaN (whose code is the LUT guess
  * of the NaN y) take the division path. Codes are packed 64 at a time: two
@@ -847,11 +866,8 @@ AVX2 static void encode4_scaled(_mt_qtensor_t *q, const float *map, const uint8_
     return;
   }
   q->scales[b / _MT_CODEC_BLOCK] = amax;
-  float xt[16] __attribute__((aligned(32)));
-  x_thresholds4(q->is_signed, amax, xt);
-  const __m256 r8 = _mm256_load_ps(xt), r4 = _mm256_load_ps(xt + 8);
-  const __m256 b3 = _mm256_set1_ps(xt[12]), b11 = _mm256_set1_ps(xt[13]),
-               b7 = _mm256_set1_ps(xt[14]);
+  const x4_t xt = x_search4(q->is_signed, amax);
+  const __m256 r8 = xt.r8, r4 = xt.r4, b3 = xt.b3, b11 = xt.b11, b7 = xt.b7;
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   const __m256i pairs = _mm256_set1_epi16(0x1001); /* byte 0 x 1 + byte 1 x 16 */
   for (int i = 0; i < _MT_CODEC_BLOCK; i += 64) {
@@ -883,26 +899,24 @@ AVX2 static void encode4_scaled(_mt_qtensor_t *q, const float *map, const uint8_
 /* Both moments of a block at once, m's absmax positive and finite and
  * v's in [2^-100, 2^100] (v4_r > 0): m's search (encode4_scaled) and v's
  * multiply and exponent (encode4_v) in one loop, so the loop's own cost
- * is paid once. */
+ * is paid once. mnan: some element of mx is a NaN (the caller knows it
+ * from its absmax, q_block_avx2), so pack4 patches NaN lanes. */
 AVX2 static void encode4_pair(_mt_qtensor_t *m, _mt_qtensor_t *v, const float *mx,
-                              const float *vx, size_t b, float am, float av) {
-  float mt[16] __attribute__((aligned(32)));
+                              const float *vx, size_t b, float am, float av, bool mnan) {
   m->scales[b / _MT_CODEC_BLOCK] = am;
   v->scales[b / _MT_CODEC_BLOCK] = av;
-  x_thresholds4(1, am, mt);
-  const __m256 mr8 = _mm256_load_ps(mt), mr4 = _mm256_load_ps(mt + 8);
-  const __m256 mb3 = _mm256_set1_ps(mt[12]), mb11 = _mm256_set1_ps(mt[13]),
-               mb7 = _mm256_set1_ps(mt[14]);
-  const float vr = v4_r(av);
-  const __m256 va = _mm256_set1_ps(av);
+  const x4_t xt = x_search4(1, am);
+  const __m256 mr8 = xt.r8, mr4 = xt.r4, mb3 = xt.b3, mb11 = xt.b11, mb7 = xt.b7;
+  const __m256 vr = _mm256_set1_ps(v4_r(av));
   __m256i cm[16], kv[16];
-  __m256 nan = _mm256_setzero_ps();
   for (int k = 0; k < 16; k++) {
-    __m256 x = _mm256_loadu_ps(mx + 8 * k);
-    cm[k] = search4(x, mr8, mr4, mb3, mb11, mb7);
-    kv[k] = v4_k(_mm256_loadu_ps(vx + 8 * k), vr, va);
-    nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    cm[k] = search4(_mm256_loadu_ps(mx + 8 * k), mr8, mr4, mb3, mb11, mb7);
+    /* v4_k with its r > 0 */
+    const __m256 t = _mm256_mul_ps(_mm256_loadu_ps(vx + 8 * k), vr);
+    const __m256i u = _mm256_and_si256(_mm256_castps_si256(t), _mm256_set1_epi32(0x7fffffff));
+    kv[k] = _mm256_srai_epi32(_mm256_sub_epi32(u, _mm256_set1_epi32(V4_BIAS)), 23);
   }
+  const __m256 nan = mnan ? _mm256_castsi256_ps(_mm256_set1_epi32(-1)) : _mm256_setzero_ps();
   pack4(m, lut4[1], mx, b, cm, nan);
   pack4_v(v, b, kv);
 }
@@ -916,7 +930,7 @@ AVX2 static void encode4_block_avx2(_mt_qtensor_t *q, const float *map, const ui
   encode4_scaled(q, map, lut, bc, x, b, hmax8(vmax));
 }
 
-/* code8 moved to x's scale, as x_thresholds4 does for 4 bits: for a block
+/* code8 moved to x's scale, as x_search4 does for 4 bits: for a block
  * with absmax a, y = fl(x / a) is within 2^-23 of x / a, which moves t by
  * under 1e-4, so t can come from x itself with the decade boundaries
  * times a and the slopes over a (q8x_tables), no division. Lanes near a
@@ -1049,14 +1063,17 @@ AVX2 static void encode8_block(_mt_qtensor_t *q, const float *x, size_t b) {
  * VEC_KERNEL's (adam_kernels.c) operation for operation, without amsgrad
  * (refused with a codec); decode is decode_block_avx2's. Same bits as the
  * scalar codec path (tests/optim/test_codec_simd.c). bits is a constant
- * in each caller (q4_block_avx2, q8_block_avx2). */
+ * in each caller (q4_block_avx2, q8_block_avx2); so are f (the step's
+ * flags), gdt (the gradient's dtype) and vpow (v's scale is in [2^-100,
+ * FLT_MAX], where v decodes by its exponent and needs no floor) in the
+ * common case q4_block_avx2 singles out, so that loop has no tests of
+ * them per vector (they took a tenth of its instructions). */
 __attribute__((always_inline)) AVX2 static inline void
 q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_t *m,
-             _mt_qtensor_t *v, size_t b, const __m256 *mbc, const __m256 *vbc, const int bits) {
+             _mt_qtensor_t *v, size_t b, const __m256 *mbc, const __m256 *vbc, const int bits,
+             const unsigned f, const int gdt, const bool vpow) {
   float mb[_MT_CODEC_BLOCK] __attribute__((aligned(32)));
   float vb[_MT_CODEC_BLOCK] __attribute__((aligned(32)));
-  const unsigned f = s->flags;
-  const int gdt = a->g_dtype;
   const __m256 clip = _mm256_set1_ps(s->clip), decay = _mm256_set1_ps(s->decay),
                l2 = _mm256_set1_ps(s->l2), w1 = _mm256_set1_ps(s->w1),
                omw1 = _mm256_set1_ps(s->one_m_w1), b2 = _mm256_set1_ps(s->beta2),
@@ -1074,11 +1091,11 @@ q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_
    * can change something only where map * scale underflows to 0: the
    * smallest entry (1e-4; 1e-8 at 8 bits) times a scale of 2^-100 or
    * more cannot */
-  const bool vfloor_on = vsc > 0 && vsc < 0x1p-100f;
+  const bool vfloor_on = !vpow && vsc > 0 && vsc < 0x1p-100f;
   /* v's 4-bit entries are powers of two: for a scale in [2^-100, FLT_MAX]
    * map[c] * scale is exact, the scale with c - 15 added to its exponent
    * (normal, >= 2^-115), so an add replaces the permutes */
-  const bool vexp = bits == 4 && vsc >= 0x1p-100f && vsc <= FLT_MAX;
+  const bool vexp = bits == 4 && (vpow || (vsc >= 0x1p-100f && vsc <= FLT_MAX));
   uint32_t vsu;
   memcpy(&vsu, &vsc, 4);
   const __m256i vsb = _mm256_set1_epi32((int)(vsu - (15u << 23)));
@@ -1145,10 +1162,36 @@ q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_
     _mm256_storeu_ps(pp + i, p);
     _mm256_store_ps(mb + i, mn);
     _mm256_store_ps(vb + i, vn);
-    mmax = _mm256_max_ps(_mm256_and_ps(mn, absmask), mmax);
+    if (bits == 4) /* on the bits: a NaN's are above every float's (below) */
+      mmax = _mm256_castsi256_ps(_mm256_max_epi32(_mm256_castps_si256(_mm256_and_ps(mn, absmask)),
+                                                  _mm256_castps_si256(mmax)));
+    else
+      mmax = _mm256_max_ps(_mm256_and_ps(mn, absmask), mmax);
     vmax = _mm256_max_ps(_mm256_and_ps(vn, absmask), vmax);
   }
-  const float am = hmax8(mmax), av = hmax8(vmax);
+  float am, av = hmax8(vmax);
+  bool mnan = false;
+  if (bits == 4) {
+    /* the absolute values' bits compare as the floats do, and a NaN's
+     * (above 0x7f800000) as the largest: so the max is the absmax, or a
+     * NaN, and then the absmax is taken again as the scalar encode takes
+     * it (skipping NaNs) and the encode patches NaN lanes; this replaces
+     * a NaN test per vector in the encode */
+    const __m128i h = _mm_max_epi32(_mm256_castsi256_si128(_mm256_castps_si256(mmax)),
+                                    _mm256_extracti128_si256(_mm256_castps_si256(mmax), 1));
+    const __m128i h2 = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+    const uint32_t bm = (uint32_t)_mm_cvtsi128_si32(_mm_max_epi32(h2, _mm_shuffle_epi32(h2, 0xb1)));
+    mnan = bm > 0x7f800000u;
+    memcpy(&am, &bm, 4);
+    if (mnan) {
+      __m256 mx = zero;
+      for (int i = 0; i < _MT_CODEC_BLOCK; i += 8)
+        mx = _mm256_max_ps(_mm256_and_ps(_mm256_load_ps(mb + i), absmask), mx);
+      am = hmax8(mx);
+    }
+  } else {
+    am = hmax8(mmax);
+  }
   if (bits == 8) {
     encode8_pair(m, v, mb, vb, b, am, av);
     return;
@@ -1158,18 +1201,22 @@ q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_
     encode4_scaled(v, map4[0], lut4[0], vbc, vb, b, av);
     return;
   }
-  encode4_pair(m, v, mb, vb, b, am, av);
+  encode4_pair(m, v, mb, vb, b, am, av, mnan);
 }
 
 AVX2 static void q4_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
                                _mt_qtensor_t *m, _mt_qtensor_t *v, size_t b, const __m256 *mbc,
                                const __m256 *vbc) {
-  q_block_avx2(s, a, m, v, b, mbc, vbc, 4);
+  const float vsc = v->scales[b / _MT_CODEC_BLOCK];
+  if (s->flags == _MT_ADAM_DECAY && a->g_dtype == _MT_DT_F32 && vsc >= 0x1p-100f && vsc <= FLT_MAX)
+    q_block_avx2(s, a, m, v, b, mbc, vbc, 4, _MT_ADAM_DECAY, _MT_DT_F32, true);
+  else
+    q_block_avx2(s, a, m, v, b, mbc, vbc, 4, s->flags, a->g_dtype, false);
 }
 
 AVX2 static void q8_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
                                _mt_qtensor_t *m, _mt_qtensor_t *v, size_t b) {
-  q_block_avx2(s, a, m, v, b, NULL, NULL, 8);
+  q_block_avx2(s, a, m, v, b, NULL, NULL, 8, s->flags, a->g_dtype, false);
 }
 
 AVX2 void _mt_codec_encode_avx2(_mt_qtensor_t *q, const float *x, size_t begin, size_t end) {
