@@ -199,7 +199,11 @@ void _mt_prefetch_forget(mt_pager_t *p, mt_region_t *r) {
 /* ---- the wait ---------------------------------------------------------------- */
 
 int _mt_prefetch_wait(mt_pager_t *p, mt_region_t *r, mt_handle_t s) {
-  if (_mt_capture_active(p)) return 0; /* nothing runs during a capture; the graph launch waits */
+  /* A stream that captures runs nothing now: its graph's launch waits. */
+  if (_mt_capturing(p, s)) return 0;
+  /* While another stream captures no event may be queried (graph.c), but
+   * this stream's work runs now: it waits, done or not. */
+  if (_mt_capture_active(p)) return p->dev->ops->stream_wait(p->dev, s, r->pf_event);
   int q = p->dev->ops->event_query(p->dev, r->pf_event);
   if (q == 1) {
     _mt_event_put(p, r->pf_event);

@@ -44,8 +44,11 @@ void _mt_wb_settle(mt_pager_t *p, mt_chunk_t *c) {
 int _mt_wb_fence(mt_pager_t *p, mt_chunk_t *c, mt_handle_t s) {
   _mt_wb_cancel(c);
   if (c->wb_batch == 0) return 0;
-  if (_mt_capture_active(p)) return 0; /* nothing runs during a capture; the graph launch waits */
-  if (wb_done(p, c->wb_batch, false)) {
+  /* A stream that captures runs nothing now: its graph's launch waits. */
+  if (_mt_capturing(p, s)) return 0;
+  /* While another stream captures no event may be queried (graph.c), but
+   * this stream's work runs now: it waits, done or not. */
+  if (!_mt_capture_active(p) && wb_done(p, c->wb_batch, false)) {
     _mt_wb_clear(c);
     return 0;
   }

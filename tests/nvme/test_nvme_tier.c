@@ -404,11 +404,13 @@ static int fwd_h2d_async(void *ctx, uintptr_t dst, uintptr_t src, size_t n) {
  * batch's event. A kernel or memset must not overwrite bytes a copy is
  * still reading (the race ThreadSanitizer found in 'stress preload
  * host-map auto', stop 17's CI). FAKECUDA_BW makes each 2 MiB copy take
- * 20 ms, so the batch of four is still running when the write of one
- * chunk (20 ms alone) is issued; without the wait it would finish first. */
-Test(nvme_tier, write_waits_for_write_behind_copy) {
-  setenv("FAKECUDA_BW", "100M", 1); /* read at cuInit, in start() */
-  start(8, 64, NULL, 0);            /* 4 device chunks */
+ * 40 ms, so the batch of four is still running when the write of one
+ * chunk (40 ms alone) is issued; without the wait it would finish first.
+ * With another_capture, another stream is capturing meanwhile (the pager
+ * then queries no event), which must not drop the wait. */
+static void write_after_wb_copy(bool another_capture) {
+  setenv("FAKECUDA_BW", "50M", 1); /* read at cuInit, in start() */
+  start(8, 64, NULL, 0);           /* 4 device chunks */
   uint32_t *buf = malloc(2 * MiB), *want = malloc(2 * MiB);
   cr_assert(buf && want);
   uintptr_t a[4];
@@ -431,13 +433,16 @@ Test(nvme_tier, write_waits_for_write_behind_copy) {
   pthread_mutex_unlock(&P->lock);
   cr_assert_eq(copied, 8 * MiB, "all four dirty chunks are copied out in one batch");
   cr_assert_neq(ev, 0, "the batch is in flight");
-  cr_assert_eq(cuEventQuery((CUevent)ev), CUDA_ERROR_NOT_READY, "the batch's copies take 80 ms");
+  cr_assert_eq(cuEventQuery((CUevent)ev), CUDA_ERROR_NOT_READY, "the batch's copies take 160 ms");
   /* on a non-blocking stream: the legacy stream would wait for the
    * pager's (blocking) streams anyway */
-  CUstream s;
+  CUstream s, x;
   cr_assert_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  cr_assert_eq(cuStreamCreate(&x, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  if (another_capture) _mt_capture_begin((mt_handle_t)x); /* the pager's view of a capture on x */
   fill(buf, 2 * MiB, 7);
   cr_assert_eq(_mt_copy(a[0], (uintptr_t)buf, 2 * MiB, (mt_handle_t)s, true, 1, fwd_h2d_async, s), 0);
+  if (another_capture) _mt_capture_end((mt_handle_t)x, 0);
   cr_assert_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
   cr_assert_eq(cuEventQuery((CUevent)ev), CUDA_SUCCESS,
                "the write ran after the write-behind batch that was reading the chunk");
@@ -447,6 +452,54 @@ Test(nvme_tier, write_waits_for_write_behind_copy) {
   fill(want, 2 * MiB, 7);
   cr_assert(memcmp(buf, want, 2 * MiB) == 0, "the write is what reads back");
   cr_assert_eq(cuStreamDestroy(s), CUDA_SUCCESS);
+  cr_assert_eq(cuStreamDestroy(x), CUDA_SUCCESS);
+  free(buf);
+  free(want);
+  finish();
+}
+
+Test(nvme_tier, write_waits_for_write_behind_copy) {
+  write_after_wb_copy(false);
+}
+
+Test(nvme_tier, write_waits_for_write_behind_copy_during_a_capture) {
+  write_after_wb_copy(true);
+}
+
+/* A region prefetched makes its next use wait for the prefetch's copies;
+ * while another stream captures (no event may be queried then) the wait
+ * must still be made, not skipped. The "prefetch" here is a 160 ms copy
+ * on the pager's h2d stream whose event the region carries. */
+Test(nvme_tier, use_waits_for_prefetch_during_a_capture) {
+  setenv("FAKECUDA_BW", "50M", 1);
+  start(16, 64, NULL, 0); /* 8 device chunks */
+  uint32_t *buf = malloc(8 * MiB), *want = malloc(2 * MiB);
+  cr_assert(buf && want);
+  uintptr_t a, b;
+  cr_assert_eq(_mt_alloc(2 * MiB, &a), 0);
+  cr_assert_eq(_mt_alloc(8 * MiB, &b), 0);
+  fill(buf, 8 * MiB, 3);
+  cr_assert_eq(put(a, buf, 2 * MiB), 0);
+  cr_assert_eq(put(b, buf, 8 * MiB), 0);
+  cr_assert_eq(cuCtxSynchronize(), CUDA_SUCCESS);
+  pthread_mutex_lock(&P->lock);
+  mt_handle_t ev = _mt_event_get(P);
+  cr_assert_neq(ev, 0);
+  cr_assert_eq(P->dev->ops->copy(P->dev, b, (uintptr_t)buf, 8 * MiB, P->h2d), 0);
+  cr_assert_eq(P->dev->ops->event_record(P->dev, ev, P->h2d), 0);
+  _mt_region_of(P, a)->pf_event = ev; /* a's "prefetch" ends with that copy */
+  pthread_mutex_unlock(&P->lock);
+  CUstream s, x;
+  cr_assert_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  cr_assert_eq(cuStreamCreate(&x, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  _mt_capture_begin((mt_handle_t)x);
+  fill(want, 2 * MiB, 9);
+  cr_assert_eq(_mt_copy(a, (uintptr_t)want, 2 * MiB, (mt_handle_t)s, true, 1, fwd_h2d_async, s), 0);
+  _mt_capture_end((mt_handle_t)x, 0);
+  cr_assert_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
+  cr_assert_eq(cuEventQuery((CUevent)ev), CUDA_SUCCESS, "the use ran after the prefetch's copies");
+  cr_assert_eq(cuStreamDestroy(s), CUDA_SUCCESS);
+  cr_assert_eq(cuStreamDestroy(x), CUDA_SUCCESS);
   free(buf);
   free(want);
   finish();
