@@ -38,7 +38,6 @@
 
 #define HDR 64
 #define BIG ((size_t)256 << 10)
-#define HUGE ((size_t)2 << 20)
 
 typedef struct hdr {
   size_t bytes;  /* asked for */
@@ -58,11 +57,6 @@ void *_mt_optim_mem_alloc(size_t bytes) {
     void *m = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     base = m == MAP_FAILED ? NULL : m;
     if (base != NULL) (void)_mt_mem_place_on_node(base, mapped, _mt_host_numa_node()); /* best effort */
-#ifdef MADV_HUGEPAGE
-    /* the step streams these arrays end to end: 2 MiB pages where the
-     * system allows them on request (THP "madvise", the common default) */
-    if (base != NULL && mapped >= HUGE) (void)madvise(base, mapped, MADV_HUGEPAGE);
-#endif
   } else {
     total = (total + 63) & ~(size_t)63;
     base = aligned_alloc(64, total);
