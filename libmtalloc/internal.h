@@ -101,6 +101,9 @@ typedef enum mt_opt_type {
   X(POLICY, CHOICE, "nextuse", 0, 0, "nextuse|lru", "",                            \
     "eviction policy; lru = least recently used; nextuse = farthest expected next use " \
     "first, learned from the launch stream's period (policy/nextuse.c)")            \
+  X(SPILL_POLICY, CHOICE, "lru", 0, 0, "lru|nextuse", "",                          \
+    "with an NVMe tier: the order in which host chunks spill to NVMe (hosttier.c); " \
+    "lru moved fewer drive bytes than nextuse on G10's SENet154 (README)")          \
   X(PREDICTOR, CHOICE, "correlation", 0, 0, "none|correlation", "",                       \
     "access-order predictor used for prefetching; none = demand fetching only, "  \
     "correlation = second-order launch correlation (prefetch.c)")                  \

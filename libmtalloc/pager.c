@@ -807,7 +807,7 @@ int _mt_region_use_in_place(mt_pager_t *p, mt_region_t *r, mt_handle_t s, size_t
       rc = _mt_chunk_host_back(p, c);
     } else if (p->nv != NULL) { /* HOST: used (and maybe written) where it lies */
       _mt_set_due(p, c);
-      p->pol_ops->touch(p->nv->hpol, &c->node);
+      p->hpol_ops->touch(p->nv->hpol, &c->node);
       if (c->nv != NULL) _mt_nv_drop(p, c);
     }
     if (rc == 0) *host_bytes += p->chunk;
@@ -1169,9 +1169,10 @@ int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **
   p->handoff = (uint8_t)cfg->handoff;
   p->pol_ops = _mt_policy_find(cfg->policy ? cfg->policy : "nextuse");
   p->pol = p->pol_ops ? p->pol_ops->create() : NULL;
+  p->hpol_ops = _mt_policy_find(cfg->spill_policy ? cfg->spill_policy : "lru");
   p->rmap = _mt_rmap_new();
   p->retained.rnext = p->retained.rprev = &p->retained;
-  int rc = p->pol && p->rmap ? 0 : -ENOMEM;
+  int rc = p->pol && p->hpol_ops && p->rmap ? 0 : -ENOMEM;
   /* The NVMe tier first: its staging comes out of the host budget, and its
    * size is part of the address space (logged on failure: runs without). */
   if (rc == 0 && cfg->nvme != NULL) (void)_mt_nv_open(p, cfg->nvme);
@@ -1241,6 +1242,7 @@ static void pager_init(void) {
     .chunk = (size_t)_mt_opt_int(MT_OPT_CHUNK),
     .small_limit = (size_t)_mt_opt_int(MT_OPT_SMALL_REGION),
     .policy = _mt_opt_str(MT_OPT_POLICY),
+    .spill_policy = _mt_opt_str(MT_OPT_SPILL_POLICY),
     .predictor = _mt_opt_str(MT_OPT_PREDICTOR),
     .prefetch_depth = (unsigned)_mt_opt_int(MT_OPT_PREFETCH_DEPTH),
     .readahead_depth = (unsigned)_mt_opt_int(MT_OPT_READAHEAD_DEPTH),

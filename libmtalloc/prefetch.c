@@ -105,7 +105,7 @@ int _mt_prefetch_open(mt_pager_t *p, const char *predictor, unsigned depth) {
   const mt_predictor_ops_t *ops = _mt_predictor_find(predictor ? predictor : "none");
   if (ops == NULL) return -EINVAL;
   bool prefetch = ops != &_mt_predictor_none && depth > 0;
-  bool dues = p->pol_ops->uses_due; /* next-use eviction needs keys and their uses */
+  bool dues = p->pol_ops->uses_due || p->hpol_ops->uses_due; /* next-use eviction needs keys and their uses */
   if (!prefetch && !dues) return 0; /* demand fetching, LRU: nothing to do per launch */
   mt_prefetch_t *pf = calloc(1, sizeof(*pf));
   if (pf == NULL) return -ENOMEM;
@@ -302,8 +302,8 @@ void _mt_prefetch_begin(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n
   if (pf->reuse != NULL) {
     p->clock = _mt_reuse_launch(pf->reuse, id);
     uint64_t period = _mt_reuse_period(pf->reuse);
-    p->pol_ops->advance(p->pol, p->clock, period);
-    if (p->nv != NULL) p->pol_ops->advance(p->nv->hpol, p->clock, period);
+    if (p->pol_ops->advance) p->pol_ops->advance(p->pol, p->clock, period);
+    if (p->nv != NULL && p->hpol_ops->advance) p->hpol_ops->advance(p->nv->hpol, p->clock, period);
   }
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {
