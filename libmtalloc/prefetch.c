@@ -184,6 +184,24 @@ static void map_put(mt_prefetch_t *pf, uint64_t key, mt_region_t *r) {
   pf->map[i] = (kslot_t){key, r};
 }
 
+#define KEY_ALTERNATIVES 64 /* live regions of one identity and slot told apart; more share the last */
+
+/* The key of a region born now whose per-iteration key is key: key
+ * itself, unless a live region holds it (another launch of the same
+ * identity made it, earlier in this iteration); then the first
+ * alternative no live region holds (regionkey.h). A region that died
+ * leaves its key free for the region born next in its place, so each
+ * region gets the same key in every iteration. */
+static uint64_t born_key(mt_prefetch_t *pf, uint64_t key) {
+  uint64_t k = key;
+  for (uint32_t n = 1; n <= KEY_ALTERNATIVES; n++) {
+    kslot_t *s = map_find(pf, k);
+    if (s == NULL || s->r == NULL || s->r->freed) return k;
+    k = _mt_regionkey_alternative(key, n);
+  }
+  return k;
+}
+
 void _mt_prefetch_forget(mt_pager_t *p, mt_region_t *r) {
   if (r->pf_event != 0) {
     _mt_event_put(p, r->pf_event);
@@ -309,7 +327,7 @@ void _mt_prefetch_begin(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n
   for (size_t i = 0; i < n; i++) {
     mt_region_t *r = rs[i];
     if (r->key == 0) {
-      r->key = _mt_regionkey_per_iteration(id, (uint32_t)i);
+      r->key = born_key(pf, _mt_regionkey_per_iteration(id, (uint32_t)i));
       r->key_func = func;
       r->key_slot = (uint32_t)i;
       map_put(pf, r->key, r);
