@@ -852,6 +852,19 @@ static bool chunk_mapped(const mt_pager_t *p, const mt_chunk_t *c) {
   return c->state == CH_DEVICE || (c->state == CH_HOST && p->host_mapped);
 }
 
+/* The host tier's spill order (MT_SPILL_POLICY). auto: LRU while the
+ * read-ahead runs (a predictor and MT_READAHEAD_DEPTH > 0), else the GPU's
+ * policy. Measured on G10's traces (README, "Region keys and the spill
+ * order"): with the read-ahead, SENet154 89.6% of ideal with LRU against
+ * 85.6% with nextuse (ResNet152 equal); demand-paged, ResNet152 75.8%
+ * with nextuse against 73.0% with LRU, Inception 94.5 against 93.9%. */
+static const mt_policy_ops_t *spill_policy(const mt_pager_config_t *cfg, const mt_policy_ops_t *gpu) {
+  const char *s = cfg->spill_policy;
+  if (s != NULL && strcmp(s, "auto") != 0) return _mt_policy_find(s);
+  bool readahead = cfg->predictor != NULL && strcmp(cfg->predictor, "none") != 0 && cfg->readahead_depth > 0;
+  return readahead ? &_mt_policy_lru : gpu;
+}
+
 static void region_destroy(mt_pager_t *p, mt_region_t *r) {
   fresh_unlink(p, r);
   _mt_prefetch_forget(p, r);
@@ -1169,7 +1182,7 @@ int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **
   p->handoff = (uint8_t)cfg->handoff;
   p->pol_ops = _mt_policy_find(cfg->policy ? cfg->policy : "nextuse");
   p->pol = p->pol_ops ? p->pol_ops->create() : NULL;
-  p->hpol_ops = _mt_policy_find(cfg->spill_policy ? cfg->spill_policy : "lru");
+  p->hpol_ops = spill_policy(cfg, p->pol_ops);
   p->rmap = _mt_rmap_new();
   p->retained.rnext = p->retained.rprev = &p->retained;
   int rc = p->pol && p->hpol_ops && p->rmap ? 0 : -ENOMEM;

@@ -81,15 +81,16 @@ Test(nvme_tier, round_trip_and_clean_drops) {
   finish();
 }
 
-/* The host tier's spill order is its own policy (MT_SPILL_POLICY, lru by
- * default) whatever the GPU's: with next-use eviction on the GPU the two
- * policies share each chunk's node, one at a time. The regions written
- * first reach the host first and, least recently used there, spill first;
- * every byte survives the three tiers both ways. */
-static void spill_order_case(const char *spill_policy) {
-  start_with(4, 24, NULL, 0, "nextuse", spill_policy);
+/* The host tier's spill order is its own policy (MT_SPILL_POLICY): auto
+ * is LRU while the read-ahead runs (a predictor), else the GPU's. With
+ * next-use eviction on the GPU and LRU spills the two policies share each
+ * chunk's node, one at a time. The regions written first reach the host
+ * first and, least recently used there, spill first; every byte survives
+ * the three tiers both ways. */
+static void spill_order_case(const char *spill_policy, const char *predictor, const mt_policy_ops_t *order) {
+  start_with(4, 24, NULL, 0, "nextuse", spill_policy, predictor);
   cr_assert_eq(P->pol_ops, &_mt_policy_nextuse);
-  cr_assert_eq(P->hpol_ops, spill_policy && !strcmp(spill_policy, "nextuse") ? &_mt_policy_nextuse : &_mt_policy_lru);
+  cr_assert_eq(P->hpol_ops, order, "spill order %s, want %s", P->hpol_ops->name, order->name);
   uint32_t *buf = malloc(REG), *want = malloc(REG);
   uintptr_t a[NREG];
   write_n(a, buf, NREG);
@@ -110,8 +111,10 @@ static void spill_order_case(const char *spill_policy) {
   finish();
 }
 
-Test(nvme_tier, spill_order_lru_under_nextuse) { spill_order_case(NULL); }
-Test(nvme_tier, spill_order_nextuse) { spill_order_case("nextuse"); }
+Test(nvme_tier, spill_order_lru_under_nextuse) { spill_order_case("lru", NULL, &_mt_policy_lru); }
+Test(nvme_tier, spill_order_nextuse) { spill_order_case("nextuse", NULL, &_mt_policy_nextuse); }
+Test(nvme_tier, spill_order_auto_demand_is_the_gpus) { spill_order_case(NULL, NULL, &_mt_policy_nextuse); }
+Test(nvme_tier, spill_order_auto_readahead_is_lru) { spill_order_case("auto", "correlation", &_mt_policy_lru); }
 
 /* A fault on the spill path: the write fails, the chunk stays in host
  * memory, the operation that needed the room fails with out-of-memory, and

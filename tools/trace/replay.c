@@ -108,7 +108,8 @@ static void usage(FILE *f) {
           "                        its NVMe transfers, so their time is the host's\n"
           "  --policy NAME         eviction policy: nextuse (default, as MT_POLICY) or lru\n"
           "  --spill-policy NAME   with --nvme-mem: the order host chunks spill to NVMe:\n"
-          "                        lru (default, as MT_SPILL_POLICY) or nextuse\n"
+          "                        auto (default, as MT_SPILL_POLICY: lru with the\n"
+          "                        read-ahead, else --policy's), lru or nextuse\n"
           "  --predictor NAME      access-order predictor: correlation (default, as\n"
           "                        MT_PREDICTOR; prefetch.c: fetch what the next launches\n"
           "                        use while this one runs) or none (demand fetching)\n"
@@ -397,7 +398,7 @@ int mt_cmd_replay(int argc, char **argv) {
   double opt_rate = 10;
   int opt_comp = -1;          /* --state-compression: -1 the trace's, else 0 none, 1 8bit, 2 4bit */
   double h2d = 25e9, d2h = 25e9, nvme_rd = 3.2e9, nvme_wr = 3.2e9;
-  const char *policy = "nextuse", *spill_policy = "lru", *predictor = "correlation";
+  const char *policy = "nextuse", *spill_policy = "auto", *predictor = "correlation";
   unsigned depth = 8, ra_depth = 1024, lead = 0;
   bool json = false, no_belady = false, host_map = true, unmap_sync = true, writes_aware = false;
   bool pace = true;
@@ -437,8 +438,8 @@ int mt_cmd_replay(int argc, char **argv) {
         break;
       case 'Y':
         spill_policy = optarg;
-        if (_mt_policy_find(spill_policy) == NULL) {
-          fprintf(stderr, "mt-trace replay: unknown spill policy '%s' (available: lru, nextuse)\n", optarg);
+        if (strcmp(spill_policy, "auto") != 0 && _mt_policy_find(spill_policy) == NULL) {
+          fprintf(stderr, "mt-trace replay: unknown spill policy '%s' (available: auto, lru, nextuse)\n", optarg);
           return 2;
         }
         break;
@@ -739,7 +740,7 @@ done:
              "\"launches\":%" PRIu64 ",\"launches_host_mapped\":%" PRIu64 ",\"host_mapped_bytes\":%" PRIu64 ","
              "\"iterations\":%" PRIu64 ",\"prefetches\":%llu,\"write_behind\":%llu,\"write_behind_used\":%llu,\"coverage\":%s,\"accuracy\":%s,"
              "\"timeliness\":%s,\"stream_wait_s\":%.6f,\"replay_wall_s\":%.3f,\"replay_max_rss_bytes\":%" PRIu64 ",",
-             path, (uint64_t)r.p->budget, (uint64_t)r.p->host_budget, h2d, d2h, policy, spill_policy, handoff == 0 ? "auto" : handoff == 1 ? "on" : "off",
+             path, (uint64_t)r.p->budget, (uint64_t)r.p->host_budget, h2d, d2h, policy, r.p->hpol_ops->name, handoff == 0 ? "auto" : handoff == 1 ? "on" : "off",
              predictor, depth, lead, pace ? "true" : "false", ra_depth,
              writes_aware ? "aware" : "all", sim_s, ideal_s, pct,
              stall_s, t.bytes_h2d, t.bytes_d2h, nvme_mem, nvme_rd, nvme_wr, t.bytes_nvme_read, t.bytes_nvme_write,
