@@ -48,9 +48,9 @@ static int host_spill(mt_pager_t *p, size_t need, bool quiet) {
   size_t want = need < SPILL_BATCH ? SPILL_BATCH : need > EVICT_BATCH ? EVICT_BATCH : need;
   int n = 0;
   while ((size_t)n < want) {
-    mt_policy_node_t *node = p->pol_ops->victim(p->nv->hpol, host_eligible, p);
+    mt_policy_node_t *node = p->hpol_ops->victim(p->nv->hpol, host_eligible, p);
     if (node == NULL) break;
-    p->pol_ops->remove(p->nv->hpol, node);
+    p->hpol_ops->remove(p->nv->hpol, node);
     batch[n++] = _mt_chunk_of(node);
   }
   if (n == 0) {
@@ -94,11 +94,11 @@ int _mt_host_spill(mt_pager_t *p, size_t need) {
 void _mt_host_tier_in(mt_pager_t *p, mt_chunk_t *c) {
   if (p->nv == NULL) return;
   _mt_set_due(p, c);
-  p->pol_ops->insert(p->nv->hpol, &c->node);
+  p->hpol_ops->insert(p->nv->hpol, &c->node);
 }
 
 void _mt_host_tier_out(mt_pager_t *p, mt_chunk_t *c) {
-  if (p->nv != NULL && c->node.linked) p->pol_ops->remove(p->nv->hpol, &c->node);
+  if (p->nv != NULL && c->node.linked) p->hpol_ops->remove(p->nv->hpol, &c->node);
 }
 
 /* ---- host copies ------------------------------------------------------------ */

@@ -120,7 +120,7 @@ int _mt_host_write(uintptr_t addr, const void *src, size_t n) {
       if (src != NULL) rc = host_copy_in(p, c, lo - cs, (const uint8_t *)src + (lo - addr), hi - lo);
       if (rc == 0 && p->nv != NULL) {
         _mt_set_due(p, c);
-        p->pol_ops->touch(p->nv->hpol, &c->node);
+        p->hpol_ops->touch(p->nv->hpol, &c->node);
       }
     }
     mt_stat_add(host_write_bytes, n);

@@ -101,6 +101,10 @@ typedef enum mt_opt_type {
   X(POLICY, CHOICE, "nextuse", 0, 0, "nextuse|lru", "",                            \
     "eviction policy; lru = least recently used; nextuse = farthest expected next use " \
     "first, learned from the launch stream's period (policy/nextuse.c)")            \
+  X(SPILL_POLICY, CHOICE, "auto", 0, 0, "auto|lru|nextuse", "",                   \
+    "with an NVMe tier: the order in which host chunks spill to NVMe (hosttier.c); " \
+    "auto = lru while the NVMe read-ahead runs (a predictor and MT_READAHEAD_DEPTH > 0), " \
+    "else MT_POLICY's (measured on G10's traces, README)")                         \
   X(PREDICTOR, CHOICE, "correlation", 0, 0, "none|correlation", "",                       \
     "access-order predictor used for prefetching; none = demand fetching only, "  \
     "correlation = second-order launch correlation (prefetch.c)")                  \

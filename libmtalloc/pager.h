@@ -37,6 +37,7 @@ typedef struct mt_pager_config {
   size_t chunk;         /* MT_CHUNK, rounded up to the device granularity */
   size_t small_limit;   /* MT_SMALL_REGION */
   const char *policy;   /* MT_POLICY */
+  const char *spill_policy; /* MT_SPILL_POLICY: the host tier's order to NVMe; NULL = auto */
   bool host_map;        /* use host mappings where the device can */
   const struct _mt_nvme_cfg *nvme; /* the NVMe tier (MT_OFFLOAD_DIR...); NULL: none */
   const char *predictor; /* MT_PREDICTOR; NULL = none */

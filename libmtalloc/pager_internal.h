@@ -370,6 +370,7 @@ struct mt_pager {
   pthread_mutex_t lock;
   mt_device_t *dev;
   const mt_policy_ops_t *pol_ops;
+  const mt_policy_ops_t *hpol_ops; /* MT_SPILL_POLICY: the host tier's spill order (nv->hpol) */
   mt_policy_t *pol;
   _mt_rmap_t *rmap;
 
@@ -558,7 +559,7 @@ static inline bool _mt_region_hot(const mt_pager_t *p, const mt_region_t *r, boo
 /* Before a policy insert or touch of c: its next use, for a policy that
  * reads it (policy.h). */
 static inline void _mt_set_due(mt_pager_t *p, mt_chunk_t *c) {
-  if (p->pol_ops->uses_due) c->node.due = _mt_prefetch_due(p, c->region);
+  if (p->pol_ops->uses_due || p->hpol_ops->uses_due) c->node.due = _mt_prefetch_due(p, c->region);
 }
 
 /* c's write-behind copy no longer makes it clean (written since, cleaned,

@@ -105,7 +105,7 @@ int _mt_prefetch_open(mt_pager_t *p, const char *predictor, unsigned depth) {
   const mt_predictor_ops_t *ops = _mt_predictor_find(predictor ? predictor : "none");
   if (ops == NULL) return -EINVAL;
   bool prefetch = ops != &_mt_predictor_none && depth > 0;
-  bool dues = p->pol_ops->uses_due; /* next-use eviction needs keys and their uses */
+  bool dues = p->pol_ops->uses_due || p->hpol_ops->uses_due; /* next-use eviction needs keys and their uses */
   if (!prefetch && !dues) return 0; /* demand fetching, LRU: nothing to do per launch */
   mt_prefetch_t *pf = calloc(1, sizeof(*pf));
   if (pf == NULL) return -ENOMEM;
@@ -182,6 +182,24 @@ static void map_put(mt_prefetch_t *pf, uint64_t key, mt_region_t *r) {
   while (pf->map[i].key != 0 && pf->map[i].key != key) i = (i + 1) & (pf->cap - 1);
   if (pf->map[i].key == 0) pf->n++;
   pf->map[i] = (kslot_t){key, r};
+}
+
+#define KEY_ALTERNATIVES 64 /* live regions of one identity and slot told apart; more share the last */
+
+/* The key of a region born now whose per-iteration key is key: key
+ * itself, unless a live region holds it (another launch of the same
+ * identity made it, earlier in this iteration); then the first
+ * alternative no live region holds (regionkey.h). A region that died
+ * leaves its key free for the region born next in its place, so each
+ * region gets the same key in every iteration. */
+static uint64_t born_key(mt_prefetch_t *pf, uint64_t key) {
+  uint64_t k = key;
+  for (uint32_t n = 1; n <= KEY_ALTERNATIVES; n++) {
+    kslot_t *s = map_find(pf, k);
+    if (s == NULL || s->r == NULL || s->r->freed) return k;
+    k = _mt_regionkey_alternative(key, n);
+  }
+  return k;
 }
 
 void _mt_prefetch_forget(mt_pager_t *p, mt_region_t *r) {
@@ -306,14 +324,14 @@ void _mt_prefetch_begin(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n
   if (pf->reuse != NULL) {
     p->clock = _mt_reuse_launch(pf->reuse, id);
     uint64_t period = _mt_reuse_period(pf->reuse);
-    p->pol_ops->advance(p->pol, p->clock, period);
-    if (p->nv != NULL) p->pol_ops->advance(p->nv->hpol, p->clock, period);
+    if (p->pol_ops->advance) p->pol_ops->advance(p->pol, p->clock, period);
+    if (p->nv != NULL && p->hpol_ops->advance) p->hpol_ops->advance(p->nv->hpol, p->clock, period);
   }
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {
     mt_region_t *r = rs[i];
     if (r->key == 0) {
-      r->key = _mt_regionkey_per_iteration(id, (uint32_t)i);
+      r->key = born_key(pf, _mt_regionkey_per_iteration(id, (uint32_t)i));
       r->key_func = func;
       r->key_slot = (uint32_t)i;
       map_put(pf, r->key, r);

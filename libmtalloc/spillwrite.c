@@ -284,9 +284,9 @@ void _mt_sw_launch(mt_pager_t *p) {
   /* bytes free once the writes in flight are done */
   size_t pending = (size_t)s->inflight * p->chunk;
   while (s->n < s->cap && p->host_used > pending && p->host_used - pending + s->headroom > p->host_budget) {
-    mt_policy_node_t *node = p->pol_ops->victim(p->nv->hpol, eligible, p);
+    mt_policy_node_t *node = p->hpol_ops->victim(p->nv->hpol, eligible, p);
     if (node == NULL) break;
-    p->pol_ops->remove(p->nv->hpol, node);
+    p->hpol_ops->remove(p->nv->hpol, node);
     mt_chunk_t *c = _mt_chunk_of(node);
     if (!issue(p, c)) {
       _mt_host_tier_in(p, c);

@@ -81,7 +81,7 @@ int _mt_nv_open(mt_pager_t *p, const _mt_nvme_cfg_t *cfg_in) {
   if (t == NULL) return -ENOMEM;
   t->simulated = cfg.simulate;
   t->slots = calloc(nslots, sizeof(*t->slots));
-  t->hpol = p->pol_ops->create();
+  t->hpol = p->hpol_ops->create();
   int rc = t->slots && t->hpol ? _mt_nvme_open(&cfg, &t->store) : -ENOMEM;
   if (rc == 0) rc = p->dev->ops->event_create(p->dev, &t->ev_spill);
   for (unsigned i = 0; i < nslots && rc == 0; i++) {
@@ -122,7 +122,7 @@ void _mt_nv_close(mt_pager_t *p) {
   }
   if (t->ev_spill) p->dev->ops->event_destroy(p->dev, t->ev_spill);
   if (t->store) _mt_nvme_close(t->store); /* frees staging and chunk pages */
-  if (t->hpol) p->pol_ops->destroy(t->hpol);
+  if (t->hpol) p->hpol_ops->destroy(t->hpol);
   free(t->slots);
   free(t);
   p->nv = NULL;

@@ -17,6 +17,11 @@ uint64_t _mt_regionkey_per_iteration(uint64_t first_launch, uint32_t slot) {
   return _mt_mix64(_mt_mix64(first_launch) ^ ((uint64_t)KIND_ITER << 62) ^ slot);
 }
 
+uint64_t _mt_regionkey_alternative(uint64_t key, uint32_t n) {
+  uint64_t k = _mt_mix64(key + (uint64_t)n * 0x9e3779b97f4a7c15ull);
+  return k != 0 ? k : 1;
+}
+
 uint64_t _mt_regionkey_unborn(uint32_t slot) {
   return _mt_mix64(((uint64_t)KIND_UNBORN << 62) ^ slot);
 }

@@ -81,6 +81,41 @@ Test(nvme_tier, round_trip_and_clean_drops) {
   finish();
 }
 
+/* The host tier's spill order is its own policy (MT_SPILL_POLICY): auto
+ * is LRU while the read-ahead runs (a predictor), else the GPU's. With
+ * next-use eviction on the GPU and LRU spills the two policies share each
+ * chunk's node, one at a time. The regions written first reach the host
+ * first and, least recently used there, spill first; every byte survives
+ * the three tiers both ways. */
+static void spill_order_case(const char *spill_policy, const char *predictor, const mt_policy_ops_t *order) {
+  start_with(4, 24, NULL, 0, "nextuse", spill_policy, predictor);
+  cr_assert_eq(P->pol_ops, &_mt_policy_nextuse);
+  cr_assert_eq(P->hpol_ops, order, "spill order %s, want %s", P->hpol_ops->name, order->name);
+  uint32_t *buf = malloc(REG), *want = malloc(REG);
+  uintptr_t a[NREG];
+  write_n(a, buf, NREG);
+  cr_assert_gt(st("nvme_spills"), 0);
+  if (P->hpol_ops == &_mt_policy_lru) {
+    cr_assert_eq(_mt_region_of(P, a[0])->chunks[0].state, CH_NVME, "the oldest host chunk spilled first");
+    cr_assert_neq(_mt_region_of(P, a[NREG - 1])->chunks[0].state, CH_NVME, "the newest did not");
+  }
+  check_all(a, buf, want);
+  check_all(a, buf, want);
+  for (int i = 0; i < NREG; i++) cr_assert_eq(_mt_free(a[i], 0, false), 0);
+  _mt_nvme_stats_t ns;
+  _mt_nvme_get_stats(P->nv->store, &ns);
+  cr_assert_eq(ns.pages_free, ns.pages_total, "every page back after the frees");
+  cr_assert_eq(st("nvme_errors"), 0);
+  free(buf);
+  free(want);
+  finish();
+}
+
+Test(nvme_tier, spill_order_lru_under_nextuse) { spill_order_case("lru", NULL, &_mt_policy_lru); }
+Test(nvme_tier, spill_order_nextuse) { spill_order_case("nextuse", NULL, &_mt_policy_nextuse); }
+Test(nvme_tier, spill_order_auto_demand_is_the_gpus) { spill_order_case(NULL, NULL, &_mt_policy_nextuse); }
+Test(nvme_tier, spill_order_auto_readahead_is_lru) { spill_order_case("auto", "correlation", &_mt_policy_lru); }
+
 /* A fault on the spill path: the write fails, the chunk stays in host
  * memory, the operation that needed the room fails with out-of-memory, and
  * once the fault is gone everything reads back. */

@@ -57,8 +57,10 @@ static inline void fill(uint32_t *b, size_t n, uint32_t seed) {
 
 /* A pager on the fake driver: vram and host budgets in MiB, the NVMe tier
  * in `dirs` (NULL: this test's directory) capped at nvme bytes (0: free
- * space). */
-static inline void start(size_t vram, size_t host, const char *dirs, uint64_t nvme) {
+ * space), the GPU's eviction policy, the host tier's spill order (NULL:
+ * auto) and the predictor (NULL: none). */
+static inline void start_with(size_t vram, size_t host, const char *dirs, uint64_t nvme, const char *policy,
+                              const char *spill_policy, const char *predictor) {
   const char *base = getenv("MT_NVME_TEST_DIR");
   cr_assert_not_null(base, "MT_NVME_TEST_DIR is not set (meson test sets it)");
   snprintf(dir, sizeof(dir), "%s/tier-test.XXXXXX", base);
@@ -77,9 +79,15 @@ static inline void start(size_t vram, size_t host, const char *dirs, uint64_t nv
   _mt_nvme_cfg_t nc = {.dirs = dirs ? dirs : dir, .max_bytes = nvme ? nvme : 256 * MiB, .queue_depth = 4,
                        .request_bytes = MiB};
   mt_pager_config_t cfg = {.budget = vram * MiB, .host_budget = host * MiB, .chunk = 2 * MiB,
-                           .small_limit = MiB, .policy = "lru", .host_map = TIER_HOST_MAP, .nvme = &nc};
+                           .small_limit = MiB, .policy = policy, .spill_policy = spill_policy,
+                           .predictor = predictor, .prefetch_depth = 8, .readahead_depth = 1024,
+                           .host_map = TIER_HOST_MAP, .nvme = &nc};
   cr_assert_eq(_mt_pager_create(d, &cfg, &P), 0);
   _mt_pager_install(P);
+}
+
+static inline void start(size_t vram, size_t host, const char *dirs, uint64_t nvme) {
+  start_with(vram, host, dirs, nvme, "lru", NULL, NULL);
 }
 
 static inline void finish(void) {

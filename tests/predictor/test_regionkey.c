@@ -42,3 +42,25 @@ Test(regionkey, per_iteration_depends_on_launch_and_slot) {
   cr_assert_neq(a, _mt_regionkey_per_iteration(42, 1));
   cr_assert_neq(a, _mt_regionkey_per_iteration(43, 0));
 }
+
+/* Alternatives of a per-iteration key (for a second live region born by
+   the same launch identity and slot): deterministic, nonzero, distinct
+   from the key, from each other and from other launches' keys. */
+Test(regionkey, alternatives_are_distinct) {
+  enum { NA = 64, NI = 100 };
+  uint64_t *k = malloc((size_t)NI * (NA + 1) * sizeof(*k));
+  size_t n = 0;
+  for (uint64_t l = 0; l < NI; l++) {
+    uint64_t base = _mt_regionkey_per_iteration(l * 0x9e3779b97f4a7c15ULL, 0);
+    k[n++] = base;
+    for (uint32_t a = 1; a <= NA; a++) {
+      uint64_t alt = _mt_regionkey_alternative(base, a);
+      cr_assert_neq(alt, 0);
+      cr_assert_eq(alt, _mt_regionkey_alternative(base, a));
+      k[n++] = alt;
+    }
+  }
+  qsort(k, n, sizeof(*k), cmp_u64);
+  for (size_t i = 1; i < n; i++) cr_assert_neq(k[i], k[i - 1], "collision at %zu", i);
+  free(k);
+}

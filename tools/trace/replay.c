@@ -107,6 +107,9 @@ static void usage(FILE *f) {
           "                        the drive (default 3.2G each); the pager waits for\n"
           "                        its NVMe transfers, so their time is the host's\n"
           "  --policy NAME         eviction policy: nextuse (default, as MT_POLICY) or lru\n"
+          "  --spill-policy NAME   with --nvme-mem: the order host chunks spill to NVMe:\n"
+          "                        auto (default, as MT_SPILL_POLICY: lru with the\n"
+          "                        read-ahead, else --policy's), lru or nextuse\n"
           "  --predictor NAME      access-order predictor: correlation (default, as\n"
           "                        MT_PREDICTOR; prefetch.c: fetch what the next launches\n"
           "                        use while this one runs) or none (demand fetching)\n"
@@ -373,6 +376,7 @@ int mt_cmd_replay(int argc, char **argv) {
     {"pcie-bw", required_argument, 0, 'b'},  {"h2d-bw", required_argument, 0, 'H'},
     {"d2h-bw", required_argument, 0, 'D'},   {"nvme-read-bw", required_argument, 0, 'r'},
     {"nvme-write-bw", required_argument, 0, 'w'}, {"policy", required_argument, 0, 'p'},
+    {"spill-policy", required_argument, 0, 'Y'},
     {"predictor", required_argument, 0, 'P'}, {"iterations", required_argument, 0, 'i'},
     {"prefetch-depth", required_argument, 0, 'F'},
     {"prefetch-lead", required_argument, 0, 'L'},
@@ -394,7 +398,7 @@ int mt_cmd_replay(int argc, char **argv) {
   double opt_rate = 10;
   int opt_comp = -1;          /* --state-compression: -1 the trace's, else 0 none, 1 8bit, 2 4bit */
   double h2d = 25e9, d2h = 25e9, nvme_rd = 3.2e9, nvme_wr = 3.2e9;
-  const char *policy = "nextuse", *predictor = "correlation";
+  const char *policy = "nextuse", *spill_policy = "auto", *predictor = "correlation";
   unsigned depth = 8, ra_depth = 1024, lead = 0;
   bool json = false, no_belady = false, host_map = true, unmap_sync = true, writes_aware = false;
   bool pace = true;
@@ -429,6 +433,13 @@ int mt_cmd_replay(int argc, char **argv) {
         policy = optarg;
         if (_mt_policy_find(policy) == NULL) {
           fprintf(stderr, "mt-trace replay: unknown policy '%s' (available: lru, nextuse)\n", optarg);
+          return 2;
+        }
+        break;
+      case 'Y':
+        spill_policy = optarg;
+        if (strcmp(spill_policy, "auto") != 0 && _mt_policy_find(spill_policy) == NULL) {
+          fprintf(stderr, "mt-trace replay: unknown spill policy '%s' (available: auto, lru, nextuse)\n", optarg);
           return 2;
         }
         break;
@@ -532,7 +543,8 @@ int mt_cmd_replay(int argc, char **argv) {
   /* the library's NVMe tier over a store that keeps pages but moves nothing */
   _mt_nvme_cfg_t nvc = {.simulate = true, .max_bytes = nvme_mem};
   mt_pager_config_t pc = {.budget = gpu, .host_budget = host, .chunk = chunk,
-                          .small_limit = (size_t)1 << 20, .policy = policy, .host_map = host_map,
+                          .small_limit = (size_t)1 << 20, .policy = policy,
+                          .spill_policy = spill_policy, .host_map = host_map,
                           .handoff = handoff,
                           .nvme = nvme_mem ? &nvc : NULL, .predictor = predictor,
                           .prefetch_depth = depth, .readahead_depth = ra_depth,
@@ -720,7 +732,7 @@ done:
     hostopt_totals(r.ho, &ht);
     if (json) {
       printf("{\"trace\":\"%s\",\"gpu_mem\":%" PRIu64 ",\"host_mem\":%" PRIu64 ",\"h2d_bw\":%.0f,\"d2h_bw\":%.0f,"
-             "\"policy\":\"%s\",\"handoff\":\"%s\",\"predictor\":\"%s\",\"prefetch_depth\":%u,\"prefetch_lead\":%u,\"prefetch_pace\":%s,\"readahead_depth\":%u,\"writes\":\"%s\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
+             "\"policy\":\"%s\",\"spill_policy\":\"%s\",\"handoff\":\"%s\",\"predictor\":\"%s\",\"prefetch_depth\":%u,\"prefetch_lead\":%u,\"prefetch_pace\":%s,\"readahead_depth\":%u,\"writes\":\"%s\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
              "\"stall_s\":%.6f,\"bytes_h2d\":%" PRIu64 ",\"bytes_d2h\":%" PRIu64 ",\"nvme_mem\":%" PRIu64 ","
              "\"nvme_read_bw\":%.0f,\"nvme_write_bw\":%.0f,\"bytes_nvme_read\":%" PRIu64 ","
              "\"bytes_nvme_write\":%" PRIu64 ",\"nvme_spills\":%llu,\"nvme_loads\":%llu,\"nvme_drops\":%llu,\"fetches\":%llu,\"evictions_dirty\":%llu,\"evictions_clean\":%llu,"
@@ -728,7 +740,7 @@ done:
              "\"launches\":%" PRIu64 ",\"launches_host_mapped\":%" PRIu64 ",\"host_mapped_bytes\":%" PRIu64 ","
              "\"iterations\":%" PRIu64 ",\"prefetches\":%llu,\"write_behind\":%llu,\"write_behind_used\":%llu,\"coverage\":%s,\"accuracy\":%s,"
              "\"timeliness\":%s,\"stream_wait_s\":%.6f,\"replay_wall_s\":%.3f,\"replay_max_rss_bytes\":%" PRIu64 ",",
-             path, (uint64_t)r.p->budget, (uint64_t)r.p->host_budget, h2d, d2h, policy, handoff == 0 ? "auto" : handoff == 1 ? "on" : "off",
+             path, (uint64_t)r.p->budget, (uint64_t)r.p->host_budget, h2d, d2h, policy, r.p->hpol_ops->name, handoff == 0 ? "auto" : handoff == 1 ? "on" : "off",
              predictor, depth, lead, pace ? "true" : "false", ra_depth,
              writes_aware ? "aware" : "all", sim_s, ideal_s, pct,
              stall_s, t.bytes_h2d, t.bytes_d2h, nvme_mem, nvme_rd, nvme_wr, t.bytes_nvme_read, t.bytes_nvme_write,
