@@ -23,7 +23,7 @@
  * NVME again without a write). Any write drops the stale copies' claim.
  *
  * Tiers: evictions go GPU -> host; when host copies would exceed
- * MT_MAX_HOST, the host tier's own policy instance (the same policy, over
+ * MT_MAX_HOST, the host tier's own policy instance (MT_SPILL_POLICY, over
  * HOST chunks) names the chunks to spill to NVMe; a fetch of an NVME chunk
  * reads it into a staging slot and copies it to the device from there,
  * without a host slot.
@@ -48,10 +48,12 @@
  * when they are not done; a launch evicts for its whole footprint first,
  * so that it pays that wait at most once.
  *
+ * Building the pager from its configuration and the MT_* options is
+ * pager_start.c.
+ *
  * Threading: everything under p->lock (see pager_internal.h).
  */
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -59,7 +61,6 @@
 
 #include "pager_internal.h"
 #include "trace.h"
-#include "trace_io.h"
 
 mt_pager_t *_mt_pager;
 
@@ -852,19 +853,6 @@ static bool chunk_mapped(const mt_pager_t *p, const mt_chunk_t *c) {
   return c->state == CH_DEVICE || (c->state == CH_HOST && p->host_mapped);
 }
 
-/* The host tier's spill order (MT_SPILL_POLICY). auto: LRU while the
- * read-ahead runs (a predictor and MT_READAHEAD_DEPTH > 0), else the GPU's
- * policy. Measured on G10's traces (README, "Region keys and the spill
- * order"): with the read-ahead, SENet154 89.6% of ideal with LRU against
- * 85.6% with nextuse (ResNet152 equal); demand-paged, ResNet152 75.8%
- * with nextuse against 73.0% with LRU, Inception 94.5 against 93.9%. */
-static const mt_policy_ops_t *spill_policy(const mt_pager_config_t *cfg, const mt_policy_ops_t *gpu) {
-  const char *s = cfg->spill_policy;
-  if (s != NULL && strcmp(s, "auto") != 0) return _mt_policy_find(s);
-  bool readahead = cfg->predictor != NULL && strcmp(cfg->predictor, "none") != 0 && cfg->readahead_depth > 0;
-  return readahead ? &_mt_policy_lru : gpu;
-}
-
 static void region_destroy(mt_pager_t *p, mt_region_t *r) {
   fresh_unlink(p, r);
   _mt_prefetch_forget(p, r);
@@ -1145,157 +1133,4 @@ void _mt_mem_info(size_t *free_bytes, size_t *total) {
   *total = cap > held ? cap : held;
   *free_bytes = cap > held ? cap - held : 0;
   pthread_mutex_unlock(&p->lock);
-}
-
-/* ---- start ---------------------------------------------------------------------------- */
-
-static pthread_once_t pager_once = PTHREAD_ONCE_INIT;
-
-static void stats_at_exit(void) {
-  _mt_stats_print();
-}
-
-static size_t round_up(size_t v, size_t a) {
-  return (v + a - 1) / a * a;
-}
-
-int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **out) {
-  mt_pager_t *p = calloc(1, sizeof(*p));
-  if (p == NULL) return -ENOMEM;
-  pthread_mutex_init(&p->lock, NULL);
-  p->dev = d;
-  p->chunk = round_up(cfg->chunk, d->info.granularity);
-  if (p->chunk == 0) p->chunk = d->info.granularity;
-  size_t budget = cfg->budget;
-  if (budget == 0) budget = d->info.free_bytes / 20 * 19; /* leave 5% for the driver and libraries */
-  if (budget > d->info.free_bytes && d->info.free_bytes > 0)
-    mt_warn("MT_MAX_VRAM=%zu is more than the device has free (%zu)", budget, d->info.free_bytes);
-  p->budget = budget / p->chunk * p->chunk;
-  if (p->budget < 2 * p->chunk) {
-    mt_error("MT_MAX_VRAM=%zu is below two %zu-byte chunks; using %zu", budget, p->chunk, 2 * p->chunk);
-    p->budget = 2 * p->chunk;
-  }
-  size_t host = cfg->host_budget;
-  if (host == 0) host = _mt_sysmem_limit() / 4 * 3; /* RAM, or the cgroup's limit when lower */
-  p->host_budget = host / p->chunk * p->chunk;
-  p->small_limit = cfg->small_limit;
-  p->handoff = (uint8_t)cfg->handoff;
-  p->pol_ops = _mt_policy_find(cfg->policy ? cfg->policy : "nextuse");
-  p->pol = p->pol_ops ? p->pol_ops->create() : NULL;
-  p->hpol_ops = spill_policy(cfg, p->pol_ops);
-  p->rmap = _mt_rmap_new();
-  p->retained.rnext = p->retained.rprev = &p->retained;
-  int rc = p->pol && p->hpol_ops && p->rmap ? 0 : -ENOMEM;
-  /* The NVMe tier first: its staging comes out of the host budget, and its
-   * size is part of the address space (logged on failure: runs without). */
-  if (rc == 0 && cfg->nvme != NULL) (void)_mt_nv_open(p, cfg->nvme);
-  /* Address space: all that budgets can hold, twice over for fragmentation
-   * (the NVMe tier once: it is large). A reservation the driver refuses is
-   * retried without the NVMe part, then without the doubling. */
-  size_t fixed = p->budget + p->host_budget, nv = _mt_nv_capacity(p);
-  size_t tries[3] = {round_up(2 * fixed + nv, (size_t)1 << 30), round_up(2 * fixed, (size_t)1 << 30),
-                     round_up(fixed + nv / 2, (size_t)1 << 30)};
-  for (int t = 0; t < 3 && rc == 0; t++) {
-    p->va_size = tries[t];
-    if (d->ops->reserve(d, p->va_size, p->chunk, &p->va_base) == 0) break;
-    if (t == 2) rc = -ENOMEM;
-  }
-  if (rc == 0 && p->va_size < tries[0])
-    mt_warn("the driver reserved only %zu bytes of address space (%zu asked): allocations may run out of "
-            "addresses before memory", p->va_size, tries[0]);
-  if (rc == 0) rc = _mt_va_init(&p->va, p->va_base, p->va_size / p->chunk);
-  p->host_mapped = d->info.host_mappable && cfg->host_map;
-  p->host_reach = cfg->host_map && (d->info.host_mappable || d->info.models_host_reach);
-  if (rc == 0 && p->host_mapped) {
-    p->win_size = p->host_budget;
-    if (d->ops->reserve(d, p->win_size, p->chunk, &p->win_base) == 0) {
-      _mt_va_init(&p->win, p->win_base, p->win_size / p->chunk);
-    } else {
-      p->host_mapped = false;
-      p->host_reach = d->info.models_host_reach;
-    }
-  }
-  if (rc == 0) rc = d->ops->stream_create(d, &p->h2d);
-  if (rc == 0) rc = d->ops->stream_create(d, &p->d2h);
-  if (rc == 0) rc = d->ops->event_create(d, &p->ev_fetch);
-  if (rc == 0) rc = d->ops->event_create(d, &p->ev_evict);
-  if (rc == 0) rc = d->ops->event_create(d, &p->ev_h2d);
-  p->ra_depth = cfg->readahead_depth;
-  p->pf_lead = cfg->prefetch_lead;
-  p->pf_pace = cfg->prefetch_pace;
-  if (rc == 0 && (rc = _mt_prefetch_open(p, cfg->predictor, cfg->prefetch_depth)) == -EINVAL) {
-    mt_error("MT_PREDICTOR=\"%s\" is not a predictor; prefetching is off", cfg->predictor);
-    rc = 0;
-  }
-  if (rc == 0) rc = _mt_small_init(p, cfg->small_limit);
-  if (rc == 0) rc = _mt_pool_init(p);
-  if (rc < 0) return rc; /* what was made stays: the process goes on without us */
-  *out = p;
-  return 0;
-}
-
-void _mt_pager_install(mt_pager_t *p) {
-  atomic_store(&_mt_stats.host_mapped, p->host_mapped);
-  __atomic_store_n(&_mt_pager, p, __ATOMIC_RELEASE);
-}
-
-static void pager_init(void) {
-  _mt_options_init();
-  mt_device_t *d = _mt_device_cuda_open();
-  if (d == NULL) {
-    mt_error("mtalloc is off: the CUDA driver could not be used (see above); calls pass through");
-    return;
-  }
-  _mt_nvme_cfg_t nvcfg;
-  bool nvme = _mt_nvme_cfg_from_options(&nvcfg, d->info.host_numa_node);
-  mt_pager_config_t cfg = {
-    .nvme = nvme ? &nvcfg : NULL,
-    .budget = (size_t)_mt_opt_int(MT_OPT_MAX_VRAM),
-    .host_budget = (size_t)_mt_opt_int(MT_OPT_MAX_HOST),
-    .chunk = (size_t)_mt_opt_int(MT_OPT_CHUNK),
-    .small_limit = (size_t)_mt_opt_int(MT_OPT_SMALL_REGION),
-    .policy = _mt_opt_str(MT_OPT_POLICY),
-    .spill_policy = _mt_opt_str(MT_OPT_SPILL_POLICY),
-    .predictor = _mt_opt_str(MT_OPT_PREDICTOR),
-    .prefetch_depth = (unsigned)_mt_opt_int(MT_OPT_PREFETCH_DEPTH),
-    .readahead_depth = (unsigned)_mt_opt_int(MT_OPT_READAHEAD_DEPTH),
-    .prefetch_lead = (unsigned)_mt_opt_int(MT_OPT_PREFETCH_LEAD),
-    .prefetch_pace = _mt_opt_int(MT_OPT_PREFETCH_PACE) != 0,
-    .host_map = _mt_opt_int(MT_OPT_HOST_MAP) == 0,
-    .handoff = (int)_mt_opt_int(MT_OPT_HANDOFF),
-  };
-  mt_pager_t *p;
-  int rc = _mt_pager_create(d, &cfg, &p);
-  if (rc < 0) {
-    mt_error("mtalloc is off: could not set up the pager (%s); calls pass through", strerror(-rc));
-    return;
-  }
-  mt_info("pager on %s: budget %zu bytes of %zu, host %zu, chunk %zu, host mappings %s", d->info.name,
-          p->budget, d->info.total_bytes, p->host_budget, p->chunk, p->host_mapped ? "on" : "off");
-  if (p->nv != NULL)
-    mt_info("NVMe tier: %zu bytes in %s, %u staging buffers (%zu bytes of MT_MAX_HOST)", p->nv->cap_bytes,
-            nvcfg.dirs, p->nv->nslots, p->nv->staging_bytes);
-  else if (nvme)
-    mt_warn("running without the NVMe tier (see above): mtalloc holds at most MT_MAX_VRAM + MT_MAX_HOST");
-  if (_mt_opt_int(MT_OPT_STATS)) atexit(stats_at_exit);
-  _mt_pager_install(p);
-  const char *trace = _mt_opt_str(MT_OPT_TRACE);
-  if (trace[0] != '\0') {
-    mt_trace_header_t h;
-    mt_trace_header_init(&h, MT_TRACE_CLOCK_MONOTONIC, "mtalloc");
-    h.chunk_bytes = p->chunk;
-    h.gpu_budget = p->budget;
-    h.host_budget = p->host_budget;
-    h.gpu_total = d->info.total_bytes;
-    snprintf(h.device, sizeof(h.device), "%.63s", d->info.name);
-    char opts[8192];
-    if (_mt_options_text(opts, sizeof(opts)) < 0) opts[0] = '\0';
-    rc = _mt_trace_start(trace, &h, opts);
-    if (rc < 0) mt_error("MT_TRACE=\"%s\": cannot record a trace (%s); running without one", trace, strerror(-rc));
-  }
-}
-
-mt_pager_t *_mt_pager_start(void) {
-  pthread_once(&pager_once, pager_init);
-  return _mt_pager;
 }
