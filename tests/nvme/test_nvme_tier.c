@@ -434,6 +434,24 @@ static int fwd_h2d_async(void *ctx, uintptr_t dst, uintptr_t src, size_t n) {
   return cuMemcpyHtoDAsync((CUdeviceptr)dst, (const void *)src, n, (CUstream)ctx) == CUDA_SUCCESS ? 0 : -EIO;
 }
 
+/* Writes n bytes of src to dst on a fresh non-blocking stream (the legacy
+ * stream would wait for the pager's blocking streams anyway), with another
+ * stream capturing meanwhile as the pager sees it when capture is set,
+ * waits for that stream, and asserts that ev, a pager copy's event, was
+ * done by then: the write was ordered after it. */
+static void write_after(uintptr_t dst, const void *src, size_t n, bool capture, mt_handle_t ev, const char *what) {
+  CUstream s, x;
+  cr_assert_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  cr_assert_eq(cuStreamCreate(&x, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  if (capture) _mt_capture_begin((mt_handle_t)x); /* the pager's view of a capture on x */
+  cr_assert_eq(_mt_copy(dst, (uintptr_t)src, n, (mt_handle_t)s, true, 1, fwd_h2d_async, s), 0);
+  if (capture) _mt_capture_end((mt_handle_t)x, 0);
+  cr_assert_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
+  cr_assert_eq(cuEventQuery((CUevent)ev), CUDA_SUCCESS, "%s", what);
+  cr_assert_eq(cuStreamDestroy(s), CUDA_SUCCESS);
+  cr_assert_eq(cuStreamDestroy(x), CUDA_SUCCESS);
+}
+
 /* A write issued while a write-behind batch is still copying the chunk out
  * runs after that copy on the device: the writer's stream waits for the
  * batch's event. A kernel or memset must not overwrite bytes a copy is
@@ -469,25 +487,14 @@ static void write_after_wb_copy(bool another_capture) {
   cr_assert_eq(copied, 8 * MiB, "all four dirty chunks are copied out in one batch");
   cr_assert_neq(ev, 0, "the batch is in flight");
   cr_assert_eq(cuEventQuery((CUevent)ev), CUDA_ERROR_NOT_READY, "the batch's copies take 160 ms");
-  /* on a non-blocking stream: the legacy stream would wait for the
-   * pager's (blocking) streams anyway */
-  CUstream s, x;
-  cr_assert_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-  cr_assert_eq(cuStreamCreate(&x, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-  if (another_capture) _mt_capture_begin((mt_handle_t)x); /* the pager's view of a capture on x */
   fill(buf, 2 * MiB, 7);
-  cr_assert_eq(_mt_copy(a[0], (uintptr_t)buf, 2 * MiB, (mt_handle_t)s, true, 1, fwd_h2d_async, s), 0);
-  if (another_capture) _mt_capture_end((mt_handle_t)x, 0);
-  cr_assert_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
-  cr_assert_eq(cuEventQuery((CUevent)ev), CUDA_SUCCESS,
-               "the write ran after the write-behind batch that was reading the chunk");
+  write_after(a[0], buf, 2 * MiB, another_capture, ev,
+              "the write ran after the write-behind batch that was reading the chunk");
   cr_assert_eq(r->chunks[0].clean_batch, 0, "the write cancelled the chunk's cleaning");
   memset(buf, 0xee, 2 * MiB);
   cr_assert_eq(get(buf, a[0], 2 * MiB), 0);
   fill(want, 2 * MiB, 7);
   cr_assert(memcmp(buf, want, 2 * MiB) == 0, "the write is what reads back");
-  cr_assert_eq(cuStreamDestroy(s), CUDA_SUCCESS);
-  cr_assert_eq(cuStreamDestroy(x), CUDA_SUCCESS);
   free(buf);
   free(want);
   finish();
@@ -524,17 +531,8 @@ Test(nvme_tier, use_waits_for_prefetch_during_a_capture) {
   cr_assert_eq(P->dev->ops->event_record(P->dev, ev, P->h2d), 0);
   _mt_region_of(P, a)->pf_event = ev; /* a's "prefetch" ends with that copy */
   pthread_mutex_unlock(&P->lock);
-  CUstream s, x;
-  cr_assert_eq(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-  cr_assert_eq(cuStreamCreate(&x, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-  _mt_capture_begin((mt_handle_t)x);
   fill(want, 2 * MiB, 9);
-  cr_assert_eq(_mt_copy(a, (uintptr_t)want, 2 * MiB, (mt_handle_t)s, true, 1, fwd_h2d_async, s), 0);
-  _mt_capture_end((mt_handle_t)x, 0);
-  cr_assert_eq(cuStreamSynchronize(s), CUDA_SUCCESS);
-  cr_assert_eq(cuEventQuery((CUevent)ev), CUDA_SUCCESS, "the use ran after the prefetch's copies");
-  cr_assert_eq(cuStreamDestroy(s), CUDA_SUCCESS);
-  cr_assert_eq(cuStreamDestroy(x), CUDA_SUCCESS);
+  write_after(a, want, 2 * MiB, true, ev, "the use ran after the prefetch's copies");
   free(buf);
   free(want);
   finish();
