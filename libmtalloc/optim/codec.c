@@ -469,13 +469,13 @@ void _mt_adam_kernel_q_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t
     size_t e = end - b < _MT_CODEC_BLOCK ? end : b + _MT_CODEC_BLOCK;
     decode_block(m, mmap, mb, b, e);
     decode_block(v, vmap, vb, b, e);
-    /* the block as its own tensor: adam.h's arithmetic, element by element */
+    /* the block as its own tensor: adam.h's codec step, element by element */
     _mt_adam_args_t blk = _mt_adam_args_at(a, b);
     blk.m = mb;
     blk.v = vb;
     blk.vmax = NULL;
     blk.out = NULL;
-    _mt_adam_kernel_scalar(s, &blk, 0, e - b);
+    _mt_adam_kernel_codec_scalar(s, &blk, 0, e - b);
     encode_block(m, mmap, mlen, mb, b, e);
     encode_block(v, vmap, vlen, vb, b, e);
     write_out(a, b, e);
@@ -489,7 +489,7 @@ void _mt_adam_kernel_q_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t
  * eight elements at a time. Bit-identical to the scalar path
  * (tests/optim/test_codec_simd.c): decode is a table look-up times the
  * scale (a gather at 8 bits, two permutes at 4), the Adam update is the
- * AVX2 kernel (itself bit-identical to the scalar one), and encode takes
+ * codec step's (adam.h; a block tail's runs scalar), and encode takes
  * the absmax (max is order-free on non-NaN values), divides (IEEE, like
  * the scalar), and finds the code the scalar walk would end at: at 4 bits
  * by m4_code's and v4_code's own arithmetic (m4_c, v4_k; no division for
@@ -939,8 +939,8 @@ AVX2 static void encode8_block(_mt_qtensor_t *q, const float *x, size_t b) {
  * absmax in one pass in registers (the moments go to L1 once, for the
  * encode, which needs the block's absmax before its first code), then
  * encode4_pair (or encode4_m and encode4_v) or encode8_pair. The update is
- * VEC_KERNEL's (adam_kernels.c) operation for operation, without amsgrad
- * (refused with a codec); decode is decode_block_avx2's. Same bits as the
+ * _mt_adam_kernel_codec_scalar's (adam_kernels.c) operation for operation,
+ * without amsgrad (refused with a codec); decode is decode_block_avx2's. Same bits as the
  * scalar codec path (tests/optim/test_codec_simd.c). bits is a constant
  * in each caller (q4_block_avx2, q8_block_avx2); so are f (the step's
  * flags), gdt (the gradient's dtype) and vpow (v's scale is in [2^-100,
@@ -956,7 +956,7 @@ q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_
   const __m256 clip = _mm256_set1_ps(s->clip), decay = _mm256_set1_ps(s->decay),
                l2 = _mm256_set1_ps(s->l2), w1 = _mm256_set1_ps(s->w1),
                omw1 = _mm256_set1_ps(s->one_m_w1), b2 = _mm256_set1_ps(s->beta2),
-               omb2 = _mm256_set1_ps(s->one_m_beta2), bc2 = _mm256_set1_ps(s->bc2_sqrt),
+               omb2 = _mm256_set1_ps(s->one_m_beta2), rbc2 = _mm256_set1_ps(s->rbc2),
                eps = _mm256_set1_ps(s->eps), nss = _mm256_set1_ps(s->neg_step_size);
   const float msc = m->scales[b / _MT_CODEC_BLOCK], vsc = v->scales[b / _MT_CODEC_BLOCK];
   const __m256 ms = _mm256_set1_ps(msc), vs = _mm256_set1_ps(vsc);
@@ -1036,7 +1036,7 @@ q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_
       mn = _mm256_add_ps(mo, _mm256_mul_ps(w1, _mm256_sub_ps(g, mo)));
     __m256 vn = _mm256_mul_ps(vo, b2);
     vn = _mm256_add_ps(vn, _mm256_mul_ps(_mm256_mul_ps(omb2, g), g));
-    __m256 d = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vn), bc2), eps);
+    __m256 d = _mm256_add_ps(_mm256_mul_ps(_mm256_sqrt_ps(vn), rbc2), eps);
     p = _mm256_add_ps(p, _mm256_div_ps(_mm256_mul_ps(nss, mn), d));
     _mm256_storeu_ps(pp + i, p);
     _mm256_store_ps(mb + i, mn);
@@ -1121,7 +1121,7 @@ AVX2 void _mt_adam_kernel_q_avx2(const _mt_adam_scalars_t *s, const _mt_adam_arg
     blk.v = vb;
     blk.vmax = NULL;
     blk.out = NULL;
-    _mt_adam_kernel_avx2(s, &blk, 0, e - b);
+    _mt_adam_kernel_codec_scalar(s, &blk, 0, e - b); /* a tail: scalar */
     if (m->bits == 4 && e - b == _MT_CODEC_BLOCK)
       encode4_block_avx2(m, mb, b);
     else
