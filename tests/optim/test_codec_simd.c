@@ -121,7 +121,7 @@ static void run_dt(size_t n, int bits, const _mt_adam_hp_t *hp, int steps, float
   for (int t = 1; t <= steps; t++) {
     for (size_t i = 0; i < n; i++)
       g[i] = gfix != NULL ? gfix[i] : awkward(i, n);
-    if (gfix == NULL && n == 4229) { /* NaN gradients: NaN moments, encoded at their LUT guess */
+    if (gfix == NULL && n == 4229) { /* NaN gradients: NaN moments (8 bits: their LUT guess; 4: from the bits) */
       g[17] = NAN;
       g[300 + (size_t)t] = -NAN;
     }
