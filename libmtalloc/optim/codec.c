@@ -499,7 +499,8 @@ void _mt_adam_kernel_q_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t
  * 2-bit stays scalar. When both moments have the same width (the common
  * case), whole blocks take a faster route to the same bits: q_block_avx2
  * decodes and updates in registers, and at 8 bits the encode works in x's
- * scale instead of dividing, the linear pieces moved there (code8x). The bf16/fp16 write-back is adam_kernels.c's vector one.
+ * scale instead of dividing, the linear pieces moved there (code8x).
+ * The bf16/fp16 write-back is adam_kernels.c's vector one.
  * There is no AVX-512 codec path: under AVX-512 the AVX2 one runs. */
 #define AVX2 __attribute__((target("avx2,f16c"))) /* f16c: fp16 gradients */
 
@@ -637,7 +638,9 @@ AVX2 static inline __m256i m4_c(__m256 t) {
 
 /* m4_code's t for 8 lanes of x: x * r, x / absmax, or 0 (absmax 0). */
 AVX2 static inline __m256 m4_t(__m256 x, float r, __m256 va, float amax) {
-  return r > 0 ? _mm256_mul_ps(x, _mm256_set1_ps(r)) : amax > 0 ? _mm256_div_ps(x, va) : _mm256_setzero_ps();
+  if (r > 0)
+    return _mm256_mul_ps(x, _mm256_set1_ps(r));
+  return amax > 0 ? _mm256_div_ps(x, va) : _mm256_setzero_ps();
 }
 
 /* Packs 16 vectors of codes into block b of q: v4_k's unclamped k

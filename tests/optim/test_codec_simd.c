@@ -121,7 +121,8 @@ static void run_dt(size_t n, int bits, const _mt_adam_hp_t *hp, int steps, float
   for (int t = 1; t <= steps; t++) {
     for (size_t i = 0; i < n; i++)
       g[i] = gfix != NULL ? gfix[i] : awkward(i, n);
-    if (gfix == NULL && n == 4229) { /* NaN gradients: NaN moments (8 bits: their LUT guess; 4: from the bits) */
+    /* NaN gradients: NaN moments (8 bits: their LUT guess; 4: from the bits) */
+    if (gfix == NULL && n == 4229) {
       g[17] = NAN;
       g[300 + (size_t)t] = -NAN;
     }
