@@ -294,11 +294,13 @@ static inline unsigned v4_code(float x, float amax, float r) {
  * moved up by one where the significand is at least 1.5 (the midpoint
  * between 2^j and 2^(j+1)), less 120 (2^0 is k = 7); the binade under
  * 2^-6 is all nearer 2^-6 than 0 from 2^-7 on (M4_LOW), so k is at least
- * 1 there; then k is clamped to [0, 7] (0: zero). A negative t (its sign
- * bit) takes 7 - k: with k' = k, or -1 - k = k ^ -1 for a negative t, the
- * code is 8 + k'. So +-0 are codes 8 and 7 (both 0), a NaN t is +-1 (its
- * bits are above every binade), which the vector path gives too, and the
- * absmax element (t within an ulp of +-1) decodes exactly. The contract,
+ * 1 there; then k is clamped to [0, 7] (0: zero). A t below 0 takes
+ * 7 - k: with k' = k, or -1 - k = k ^ -1 for t < 0, the code is 8 + k'.
+ * So +-0 are code 8 (0), and any NaN t is +1 (its bits are above every
+ * binade, and it is not below 0: a NaN's sign, which the operand order C
+ * leaves to the compiler may decide, does not matter), which the vector
+ * path gives too; the absmax element (t within an ulp of +-1) decodes
+ * exactly. The contract,
  * as for v: the AVX2 path computes the same t and the same integer steps
  * (test_codec_simd). Ties round up in magnitude. */
 #define M4_BIAS ((int32_t)((120u << 23) - 0x400000u))
@@ -309,7 +311,7 @@ static inline unsigned m4_code(float x, float amax, float r) {
   memcpy(&u, &t, 4);
   int32_t a = (int32_t)(u & 0x7fffffffu), k = (a - M4_BIAS) >> 23, lo = a >= M4_LOW;
   k = k < lo ? lo : k > 7 ? 7 : k;
-  return (unsigned)(8 + (u >> 31 ? ~k : k));
+  return (unsigned)(8 + (t < 0 ? ~k : k));
 }
 
 const float *_mt_codec_map(int bits, int is_signed) {
@@ -623,9 +625,10 @@ AVX2 static inline __m256i v4_k(__m256 x, float r, __m256 va) {
   return _mm256_srai_epi32(_mm256_sub_epi32(u, _mm256_set1_epi32(V4_BIAS)), 23);
 }
 
-/* m4_code's code for 8 lanes of t (m4_t), minus 8 (in [-8, 7]; pack4_m
+/* m4_code's code for 8 lanes of t (m4_t), minus 8 (in [-8, 7]; pack4
  * adds it back): its integer steps, the clamp's floor from the compare
- * with 2^-7 (0 - (a > 2^-7's bits - 1) is 1 or 0). */
+ * with 2^-7 (0 - (a > 2^-7's bits - 1) is 1 or 0), and t < 0 (ordered: a
+ * NaN is not) as the mask whose xor is ~k. */
 AVX2 static inline __m256i m4_c(__m256 t) {
   const __m256i u = _mm256_castps_si256(t);
   const __m256i a = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
@@ -633,7 +636,8 @@ AVX2 static inline __m256i m4_c(__m256 t) {
   const __m256i lo = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(M4_LOW - 1));
   k = _mm256_min_epi32(_mm256_max_epi32(k, _mm256_sub_epi32(_mm256_setzero_si256(), lo)),
                        _mm256_set1_epi32(7));
-  return _mm256_xor_si256(k, _mm256_srai_epi32(u, 31));
+  return _mm256_xor_si256(
+      k, _mm256_castps_si256(_mm256_cmp_ps(t, _mm256_setzero_ps(), _CMP_LT_OQ)));
 }
 
 /* m4_code's t for 8 lanes of x: x * r, x / absmax, or 0 (absmax 0). */
