@@ -300,9 +300,10 @@ MT_API int mt_optim_state_write(mt_optim_t *o, int param, mt_optim_field_t field
  * blocks * 128 * bits / 8; scales holds one float per block, its absolute
  * maximum. Element i decodes to map[code] * scales[i / 128], where map is
  * the codec's table of 2^bits ascending values in [-1, 1] (signed,
- * exp_avg) or [0, 1] (unsigned, exp_avg_sq; at 4 bits map[c] = 2^(c-15)
- * since checkpoint format 2: codes read from an older build decode
- * wrong). code_bytes and blocks must be the info's. 0, -EINVAL, -ENOTSUP
+ * exp_avg) or [0, 1] (unsigned, exp_avg_sq). At 4 bits exp_avg_sq's
+ * map[c] = 2^(c-15) (since checkpoint format 2) and exp_avg's map[8 + k]
+ * = 2^(k-7), map[7 - k] = -2^(k-7) for k = 1..7, map[7] = map[8] = 0
+ * (since format 3): codes read from an older build decode wrong. code_bytes and blocks must be the info's. 0, -EINVAL, -ENOTSUP
  * (FP32 state: use mt_optim_state_read). */
 MT_API int mt_optim_state_raw_read(mt_optim_t *o, int param, mt_optim_field_t field, void *codes,
                                    size_t code_bytes, float *scales, size_t blocks);

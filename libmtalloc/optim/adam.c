@@ -61,6 +61,7 @@ int _mt_adam_scalars(const _mt_adam_hp_t *hp, float step, float clip, _mt_adam_s
   double bc2 = 1 - pow(hp->beta2, t);
   double step_size = hp->lr / bc1;
   s->bc2_sqrt = (float)pow(bc2, 0.5);
+  s->rbc2 = (float)(1 / pow(bc2, 0.5));
   s->eps = (float)hp->eps;
   s->neg_step_size = (float)-step_size;
   return 0;

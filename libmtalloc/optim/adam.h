@@ -99,6 +99,7 @@ typedef struct _mt_adam_scalars {
   float beta2;         /* f(beta2) */
   float one_m_beta2;   /* f(1 - beta2) */
   float bc2_sqrt;      /* f(sqrt(1 - beta2^t)) */
+  float rbc2;          /* f(1 / sqrt(1 - beta2^t)): the codec step's (codec.c) */
   float eps;           /* f(eps) */
   float neg_step_size; /* f(-lr / (1 - beta1^t)) */
 } _mt_adam_scalars_t;
@@ -188,6 +189,14 @@ void _mt_adam_kernel_vsqrt(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a
                            size_t end, _mt_sqrt_fn sq);
 void _mt_adam_kernel_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,
                             size_t end);
+/* The update of compressed state (codec.c), without amsgrad: the scalar
+ * kernel's operations, but d = sqrt(v) * rbc2 + eps, a multiply by the
+ * reciprocal where torch divides by sqrt(1 - beta2^t). Not torch's bits
+ * (d within an ulp or two of them): the moments it works on are
+ * quantised anyway, and the multiply takes 6% of the 4-bit step's CPU
+ * off (a divider's throughput, README). */
+void _mt_adam_kernel_codec_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
+                                  size_t begin, size_t end);
 void _mt_adam_kernel_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,
                           size_t end);
 void _mt_adam_kernel_avx512(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,

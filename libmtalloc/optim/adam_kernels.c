@@ -109,6 +109,19 @@ void _mt_adam_kernel_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t *
   }
 }
 
+void _mt_adam_kernel_codec_scalar(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a,
+                                  size_t begin, size_t end) {
+  for (size_t i = begin; i < end; i++) {
+    float p, m;
+    float sv = moments1(s, a, i, &p, &m);
+    float d = sqrtf(sv) * s->rbc2;
+    d = d + s->eps;
+    a->m[i] = m;
+    a->p[i] = p + (s->neg_step_size * m) / d;
+  }
+  write_back(a, begin, end);
+}
+
 void _mt_adam_kernel_vsqrt(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, size_t begin,
                            size_t end, _mt_sqrt_fn sq) {
   float r[BLOCK];

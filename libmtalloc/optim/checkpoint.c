@@ -1,10 +1,10 @@
 /*
  * checkpoint.c - the one reader and the one writer of optimizer checkpoints.
  *
- * Format, version 2 (little-endian, as the host is):
+ * Format, version 3 (little-endian, as the host is):
  *   0  char[8] "MTOPTCK\0"      magic
- *   8  u32 version (2)           a reader refuses any other, but version 1
- *                                without 4-bit state (see below)
+ *   8  u32 version (3)           a reader refuses any other, but versions 1
+ *                                and 2 without 4-bit state (see below)
  *  12  u32 nparams
  *  16  u32 codec                 _mt_codec_t
  *  20  u32 flags                 1 amsgrad, 2 decoupled (AdamW), 4 maximize
@@ -16,11 +16,13 @@
  *      v's codes, f32 v scales[blocks]
  *  end u64 XXH3-64 of every byte before it
  *
- * Version 1 differs only in what 4-bit second-moment codes mean (then a
- * dynamic-exponent map; now powers of two, codec.c): the bytes would load
- * and decode to wrong moments. So a version 1 file with the 4-bit codec is
- * refused with a message saying so, and one with FP32, 8-bit or 2-bit
- * state, whose meaning did not change, still loads. *
+ * Versions 1 and 2 differ only in what 4-bit codes mean: version 1's
+ * second moments and both older versions' first moments used a
+ * dynamic-exponent map, now powers of two (codec.c). Those bytes would
+ * load and decode to wrong moments, so an older file with the 4-bit codec
+ * is refused with a message saying so, and one with FP32, 8-bit or 2-bit
+ * state, whose meaning did not change, still loads.
+ *
  * The reader trusts nothing: every field is checked against the optimizer
  * it loads into (parameter count, sizes, dtypes, codec, bits, flags) and the
  * payload sizes against what those imply, and the checksum over the whole
@@ -56,8 +58,8 @@
 #include "statestore.h"
 
 #define CK_MAGIC "MTOPTCK"
-#define CK_VERSION 2u
-#define CK_VERSION_OLD_V4 1u /* before 4-bit v's power-of-two map */
+#define CK_VERSION 3u
+#define CK_VERSION_OLD 1u /* 1: before 4-bit v's power-of-two map; 2: before m's */
 #define CK_HEADER_BYTES 64
 #define CK_RECORD_BYTES 32
 #define CHUNK ((size_t)1 << 20)
@@ -264,13 +266,14 @@ static int load_pass(_mt_optim_t *o, FILE *f, const char *path, uint64_t size, i
   fill_header(o, &want);
   if (memcmp(h.magic, CK_MAGIC, 8) != 0)
     return fail(err, errlen, -EINVAL, "%s: byte 0: not an mtalloc optimizer checkpoint", path);
-  if (h.version == CK_VERSION_OLD_V4 && h.codec == _MT_CODEC_4BIT)
+  const bool old = h.version >= CK_VERSION_OLD && h.version < CK_VERSION;
+  if (old && h.codec == _MT_CODEC_4BIT)
     return fail(err, errlen, -EINVAL,
-                "%s: byte 8: version %u with 4-bit state, whose second moments use the "
-                "dynamic-exponent map this reader no longer decodes (version %u's is powers of "
-                "two); resume it with the build that wrote it",
-                path, h.version, CK_VERSION);
-  if (h.version != CK_VERSION && h.version != CK_VERSION_OLD_V4)
+                "%s: byte 8: version %u with 4-bit state, whose %s use the dynamic-exponent "
+                "map this reader no longer decodes (version %u's are powers of two); resume it "
+                "with the build that wrote it",
+                path, h.version, h.version == 1 ? "moments" : "first moments", CK_VERSION);
+  if (h.version != CK_VERSION && !old)
     return fail(err, errlen, -EINVAL, "%s: byte 8: version %u, this reader knows %u", path,
                 h.version, CK_VERSION);
   if (h.nparams != want.nparams)

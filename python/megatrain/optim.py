@@ -78,9 +78,10 @@ _DTYPES = {torch.float32: _F32, torch.bfloat16: _BF16, torch.float16: _F16}
 _STATES = {None: -1, False: 0, "none": 0, "8bit": 1, "4bit": 2, True: 1}  # True: megatrain.RECOMMENDED_COMPRESSION; -1: the environment's
 _FIELDS = {"master": 0, "exp_avg": 1, "exp_avg_sq": 2, "max_exp_avg_sq": 3}
 # The meaning of raw quantised codes in state_dict(): 2 since 4-bit exp_avg_sq
-# moved to the power-of-two map (libmtalloc/optim/codec.c; the C checkpoint
-# format is 2 for the same reason); dicts without the key are format 1.
-_STATE_FORMAT = 2
+# moved to the power-of-two map, 3 since 4-bit exp_avg did
+# (libmtalloc/optim/codec.c; the C checkpoint format is 3 for the same
+# reason); dicts without the key are format 1.
+_STATE_FORMAT = 3
 
 
 class _Params(ctypes.Structure):
@@ -441,9 +442,9 @@ class _HostAdam(torch.optim.Optimizer):
                                                              info.state_bits or "FP32"))
                     if info.state_bits == 4 and st.get("mt_state_format", 1) != _STATE_FORMAT:
                         raise ValueError("megatrain: the checkpoint's 4-bit state is format %s, "
-                                         "whose exp_avg_sq codes use the dynamic-exponent map "
-                                         "this build no longer decodes (format %d: powers of "
-                                         "two); resume it with the build that wrote it"
+                                         "whose codes use the dynamic-exponent map this build "
+                                         "no longer decodes (format %d: powers of two); resume "
+                                         "it with the build that wrote it"
                                          % (st.get("mt_state_format", 1), _STATE_FORMAT))
                     codes = st[name + "_codes"].contiguous()
                     scales = st[name + "_scales"].to(torch.float32).contiguous()

@@ -3,8 +3,9 @@
  * to never stopping (FP32 state with amsgrad, and 4-bit state); a file with
  * any one byte changed (header, record, payload, checksum), truncated, or
  * saved from other parameters is refused with a message naming the byte,
- * and nothing is loaded. A version 1 file (before 4-bit v's power-of-two
- * map) is refused with 4-bit state and still loads with FP32 state.
+ * and nothing is loaded. A version 1 or 2 file (before 4-bit v's and m's
+ * power-of-two maps) is refused with 4-bit state and still loads with FP32
+ * state.
  *
  *   test_checkpoint DIR
  */
@@ -165,10 +166,9 @@ static void resume_is_exact(const char *dir, _mt_codec_t codec, int amsgrad) {
     free(before);
     free(after);
   }
-  /* the same file marked version 1 (checksum redone): only the 4-bit
+  /* the same file marked version 1 or 2 (checksum redone): only the 4-bit
    * codec's stored meaning changed since, so only it is refused */
-  {
-    uint32_t v1 = 1;
+  for (uint32_t v1 = 1; v1 <= 2; v1++) {
     unsigned char *old = malloc((size_t)size);
     memcpy(old, file, (size_t)size);
     memcpy(old + 8, &v1, 4);
@@ -184,12 +184,12 @@ static void resume_is_exact(const char *dir, _mt_codec_t codec, int amsgrad) {
     unsigned char *after = snapshot(&b, &l2);
     if (codec == _MT_CODEC_4BIT) {
       CHECK(rc == -EINVAL && strstr(err, "byte 8") && strstr(err, "dynamic-exponent"),
-            "version 1 4-bit file: %d %s", rc, err);
-      CHECK(memcmp(before, after, l1) == 0, "version 1 4-bit file: something was loaded");
-      printf("  version 1 -> %s\n", err);
+            "version %u 4-bit file: %d %s", v1, rc, err);
+      CHECK(memcmp(before, after, l1) == 0, "version %u 4-bit file: something was loaded", v1);
+      printf("  version %u -> %s\n", v1, err);
     } else {
-      CHECK(rc == 0, "version 1 file without 4-bit state: %s", err);
-      printf("  version 1 (codec %d): loads\n", codec);
+      CHECK(rc == 0, "version %u file without 4-bit state: %s", v1, err);
+      printf("  version %u (codec %d): loads\n", v1, codec);
     }
     free(before);
     free(after);
