@@ -222,3 +222,23 @@ void _mt_streams_fini(mt_pager_t *p) {
   for (size_t i = 0; i < p->nevents; i++) p->dev->ops->event_destroy(p->dev, p->event_pool[i]);
   free(p->event_pool);
 }
+
+int _mt_stream_step(mt_pager_t *p) {
+  if (_mt_capture_active(p)) return 0;
+  for (uint32_t si = 1; si < p->nstreams; si++) {
+    mt_stream_ent_t *e = p->streams[si];
+    if (e->h == RETIRED_HANDLE || per_thread(e->h)) continue;
+    while (e->count > 0) { /* the ones already passed first */
+      int q = p->dev->ops->event_query(p->dev, e->cp[e->head].ev);
+      if (q < 0) return q;
+      if (q == 0) break;
+      pop_through(p, e, 0);
+    }
+    if (e->count < 2) continue; /* its newest answers for all its work: not a step */
+    int rc = p->dev->ops->event_sync(p->dev, e->cp[e->head].ev);
+    if (rc < 0) return rc;
+    pop_through(p, e, 0);
+    return 1;
+  }
+  return 0;
+}
