@@ -275,16 +275,16 @@ int _mt_hold_done(mt_pager_t *p, const mt_hold_t *h, bool wait);
  * about everything forwarded by then. Used when prefetching, where the
  * room a prefetch may take depends on which holds have ended. */
 void _mt_stream_mark(mt_pager_t *p, uint32_t si);
-/* Whether an event can be recorded on stream si from this thread now (not
- * retired, not another thread's per-thread stream, not capturing); its
- * handle in *h. */
 /* When nothing can be evicted without a wait: waits for the oldest
  * unfinished checkpoint of the first stream that has a later one, so that
  * the holds it covers end, and returns 1; 0 when no stream has one (its
  * newest checkpoint answers for all its work: waiting for it is no step);
  * -errno. A step waits for the GPU to get a little further, not for a
  * chunk's last use, which may be the end of the queue. */
-int _mt_stream_step(struct mt_pager *p);
+int _mt_stream_step(mt_pager_t *p);
+/* Whether an event can be recorded on stream si from this thread now (not
+ * retired, not another thread's per-thread stream, not capturing); its
+ * handle in *h. */
 bool _mt_stream_recordable(mt_pager_t *p, uint32_t si, mt_handle_t *h);
 /* Forgets a destroyed stream handle (its pending holds stay answerable). */
 void _mt_stream_retire(mt_pager_t *p, mt_handle_t s);
