@@ -9,7 +9,7 @@
  * gives the host copies back; an injected EIO or ENOSPC on the writes
  * loses nothing: the chunks stay in host memory, the errors are counted.
  * Copies written ahead (while the drive is idle, once the host tier has
- * spilled): the next chunks in the spill order get valid NVMe copies and
+ * spilled, with the read-ahead on): the next chunks in the spill order get valid NVMe copies and
  * stay HOST with their host memory; their spill later writes nothing; a
  * write to one makes its copy stale, and the next spill writes it again.
  *
@@ -274,10 +274,44 @@ static void spill_then_copy_ahead(uintptr_t *a, uint32_t *buf, unsigned ahead) {
   pthread_mutex_unlock(&P->lock);
 }
 
+/* The read-ahead's state, as a predictor's first launch makes it (no
+ * predictor here): a region with nothing on NVMe reads nothing. */
+static void read_ahead_on(const uintptr_t *a) {
+  pthread_mutex_lock(&P->lock);
+  bool opened = false;
+  for (int i = 0; i < NREG && !opened; i++) {
+    mt_region_t *r = _mt_region_of(P, a[i]);
+    if (r->nnvme == 0) opened = _mt_ra_region(P, r);
+  }
+  pthread_mutex_unlock(&P->lock);
+  cr_assert(opened && P->ra != NULL, "the read-ahead is on");
+  cr_assert_eq(_mt_ra_inflight(P), 0u, "and reads nothing");
+}
+
+Test(spillwrite, no_copies_ahead_without_the_read_ahead) {
+  uint32_t *buf = malloc(REG), *want = malloc(REG);
+  uintptr_t a[NREG];
+  spill_then_copy_ahead(a, buf, 2);
+  cr_assert_null(P->ra);
+  /* demand reads would queue behind the copies: none */
+  launch_spill();
+  cr_assert_eq(inflight(), 0u);
+  cr_assert_eq(st("spill_ahead_copies"), 0u);
+  read_ahead_on(a);
+  launch_spill();
+  cr_assert_eq(inflight(), 2u, "with the read-ahead on, two copies ahead");
+  settle_all();
+  check_all(a, buf, want);
+  free(buf);
+  free(want);
+  finish();
+}
+
 Test(spillwrite, copies_written_ahead_stay_host_and_make_the_spill_free) {
   uint32_t *buf = malloc(REG), *want = malloc(REG);
   uintptr_t a[NREG];
   spill_then_copy_ahead(a, buf, 2);
+  read_ahead_on(a);
   uint64_t spills0 = st("nvme_spills"), async0 = st("spill_async"), wr0 = st("bytes_nvme_write");
   size_t host0 = P->host_used;
   launch_spill();
@@ -323,6 +357,7 @@ Test(spillwrite, a_write_after_a_copy_ahead_makes_it_stale) {
   uint32_t *buf = malloc(REG), *want = malloc(REG);
   uintptr_t a[NREG];
   spill_then_copy_ahead(a, buf, 1);
+  read_ahead_on(a);
   launch_spill();
   mt_chunk_t *cs[4];
   int ri[4];
