@@ -214,6 +214,8 @@ void _mt_ra_launch(struct mt_pager *p, const struct mt_predictor_ops *ops, struc
 bool _mt_ra_region(struct mt_pager *p, struct mt_region *r);
 /* Completes the reads that are done, without waiting. */
 void _mt_ra_poll(struct mt_pager *p);
+/* Reads ahead in flight. */
+unsigned _mt_ra_inflight(const struct mt_pager *p);
 /* Chunks [first, last] of r are about to be fetched: a read-ahead in flight
  * for one of them is waited for (that read only) and completed into a host
  * copy, or dropped when it failed (the chunk stays NVME: the demand read
@@ -241,8 +243,13 @@ bool _mt_sw_room(struct mt_pager *p, size_t bytes);
  * changing c's state, before its host copy is written or given back or
  * its NVMe copy dropped. */
 void _mt_sw_settle(struct mt_pager *p, mt_chunk_t *c);
-/* Spill writes in flight. */
+/* Copies written ahead while the drive is idle: at most `chunks` queued
+ * (default: the host budget / SW_AHEAD_DIV; tests set a small one). */
+void _mt_sw_set_ahead(struct mt_pager *p, unsigned chunks);
+/* Spill writes in flight (copies written ahead included). */
 unsigned _mt_sw_inflight(const struct mt_pager *p);
+/* Of them, the spills (those that will free host memory). */
+unsigned _mt_sw_spilling(const struct mt_pager *p);
 /* Waits for every write in flight and frees the state (before the store
  * closes). */
 void _mt_sw_close(struct mt_pager *p);

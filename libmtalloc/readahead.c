@@ -173,6 +173,10 @@ static void complete(mt_pager_t *p, ra_read_t *e) {
   entry_free(p->ra, e);
 }
 
+unsigned _mt_ra_inflight(const mt_pager_t *p) {
+  return p->ra != NULL ? p->ra->inflight : 0;
+}
+
 void _mt_ra_poll(mt_pager_t *p) {
   mt_readahead_t *ra = p->ra;
   if (ra == NULL || ra->inflight == 0) return;
@@ -237,7 +241,7 @@ static int room(mt_pager_t *p) {
    * synchronous spill for a read that can start at a later launch (it
    * would wait behind them anyway; ResNet152 went 84.9% -> 89.8% of ideal
    * with this) */
-  if (_mt_sw_inflight(p) > 0) return -ENOMEM;
+  if (_mt_sw_spilling(p) > 0) return -ENOMEM;
   if (_mt_host_spill(p, 1) < 0) return -ENOMEM;
   return p->host_used + p->chunk <= p->host_budget ? 0 : -ENOMEM;
 }

@@ -42,6 +42,7 @@
   X(nvme_errors)           \
   X(spill_async)           \
   X(spill_async_waits)     \
+  X(spill_ahead_copies)    \
   X(live_gpu_bytes)        \
   X(live_host_bytes)       \
   X(live_nvme_bytes)       \

@@ -8,6 +8,10 @@
  * bytes win (ordering); freeing with writes in flight settles them and
  * gives the host copies back; an injected EIO or ENOSPC on the writes
  * loses nothing: the chunks stay in host memory, the errors are counted.
+ * Copies written ahead (while the drive is idle, once the host tier has
+ * spilled, with the read-ahead on): the next chunks in the spill order get valid NVMe copies and
+ * stay HOST with their host memory; their spill later writes nothing; a
+ * write to one makes its copy stale, and the next spill writes it again.
  *
  * The launch hook (_mt_sw_launch) is called directly under the lock, as a
  * launch would, so that no kernel is needed. Host mappings are off (async
@@ -34,7 +38,7 @@ static uint64_t st(const char *name) {
   /* stats by name, so a failure message says which */
 #define S(f) if (!strcmp(name, #f)) return mt_stat_get(f);
   S(bytes_nvme_read) S(bytes_nvme_write) S(nvme_spills) S(nvme_loads) S(nvme_drops) S(nvme_errors)
-  S(spill_async) S(spill_async_waits)
+  S(spill_async) S(spill_async_waits) S(spill_ahead_copies)
 #undef S
   return 0;
 }
@@ -257,3 +261,123 @@ static void write_fault(_mt_nvme_fault_t f, uint32_t count) {
 /* EIO on every try (1 + 3 retries) of every request */
 Test(spillwrite, eio_on_spill_write_loses_nothing) { write_fault(MT_NVME_FAULT_EIO, 1000); }
 Test(spillwrite, enospc_on_spill_write_loses_nothing) { write_fault(MT_NVME_FAULT_NOSPC, 1000); }
+
+/* Spills first (the host tier is over-committed), all done: then the drive
+ * is idle and the next launch writes copies ahead. */
+static void spill_then_copy_ahead(uintptr_t *a, uint32_t *buf, unsigned ahead) {
+  start_full(a, buf);
+  launch_spill();
+  cr_assert_geq(inflight(), 1u, "the launch started spill writes");
+  settle_all();
+  pthread_mutex_lock(&P->lock);
+  _mt_sw_set_ahead(P, ahead);
+  pthread_mutex_unlock(&P->lock);
+}
+
+/* The read-ahead's state, as a predictor's first launch makes it (no
+ * predictor here): a region with nothing on NVMe reads nothing. */
+static void read_ahead_on(const uintptr_t *a) {
+  pthread_mutex_lock(&P->lock);
+  bool opened = false;
+  for (int i = 0; i < NREG && !opened; i++) {
+    mt_region_t *r = _mt_region_of(P, a[i]);
+    if (r->nnvme == 0) opened = _mt_ra_region(P, r);
+  }
+  pthread_mutex_unlock(&P->lock);
+  cr_assert(opened && P->ra != NULL, "the read-ahead is on");
+  cr_assert_eq(_mt_ra_inflight(P), 0u, "and reads nothing");
+}
+
+Test(spillwrite, no_copies_ahead_without_the_read_ahead) {
+  uint32_t *buf = malloc(REG), *want = malloc(REG);
+  uintptr_t a[NREG];
+  spill_then_copy_ahead(a, buf, 2);
+  cr_assert_null(P->ra);
+  /* demand reads would queue behind the copies: none */
+  launch_spill();
+  cr_assert_eq(inflight(), 0u);
+  cr_assert_eq(st("spill_ahead_copies"), 0u);
+  read_ahead_on(a);
+  launch_spill();
+  cr_assert_eq(inflight(), 2u, "with the read-ahead on, two copies ahead");
+  settle_all();
+  check_all(a, buf, want);
+  free(buf);
+  free(want);
+  finish();
+}
+
+Test(spillwrite, copies_written_ahead_stay_host_and_make_the_spill_free) {
+  uint32_t *buf = malloc(REG), *want = malloc(REG);
+  uintptr_t a[NREG];
+  spill_then_copy_ahead(a, buf, 2);
+  read_ahead_on(a);
+  uint64_t spills0 = st("nvme_spills"), async0 = st("spill_async"), wr0 = st("bytes_nvme_write");
+  size_t host0 = P->host_used;
+  launch_spill();
+  mt_chunk_t *cs[64];
+  int ri[64];
+  int n = writing(a, cs, ri, 64);
+  cr_assert_eq(n, 2, "two copies written ahead (at most `ahead` queued), got %d", n);
+  cr_assert_eq(st("spill_ahead_copies"), 2u);
+  cr_assert_eq(st("spill_async"), async0, "no spill: the headroom is free");
+  settle_all();
+  for (int k = 0; k < n; k++) {
+    cr_assert_eq(cs[k]->state, CH_HOST, "a copy written ahead leaves its chunk HOST");
+    cr_assert_neq(cs[k]->host_addr, 0u, "with its host memory");
+    cr_assert(_mt_nvme_chunk_valid(cs[k]->nv), "and a valid NVMe copy");
+  }
+  cr_assert_eq(P->host_used, host0, "no host memory freed");
+  cr_assert_eq(st("nvme_spills"), spills0);
+  cr_assert_eq(st("bytes_nvme_write") - wr0, 2 * P->chunk);
+  /* the drive is idle again: the next two in the spill order */
+  launch_spill();
+  cr_assert_eq(writing(a, cs + n, ri + n, 64 - n), 2, "two more, not the same ones again");
+  settle_all();
+  /* the spill takes the chunks copied first (they lead the spill order)
+   * and writes nothing for them */
+  uint64_t wr1 = st("bytes_nvme_write");
+  pthread_mutex_lock(&P->lock);
+  P->epoch++;
+  cr_assert_eq(_mt_host_spill(P, 1), 0);
+  pthread_mutex_unlock(&P->lock);
+  for (int k = 0; k < 4; k++)
+    cr_assert_eq(cs[k]->state, CH_NVME, "chunk %d copied ahead leads the spill order: spilled", k);
+  uint64_t spilled = st("nvme_spills") - spills0;
+  uint64_t written = (st("bytes_nvme_write") - wr1) / P->chunk;
+  cr_assert_eq(written, spilled - 4, "%llu chunks written for %llu spilled: none for the four copied ahead",
+               (unsigned long long)written, (unsigned long long)spilled);
+  check_all(a, buf, want);
+  free(buf);
+  free(want);
+  finish();
+}
+
+Test(spillwrite, a_write_after_a_copy_ahead_makes_it_stale) {
+  uint32_t *buf = malloc(REG), *want = malloc(REG);
+  uintptr_t a[NREG];
+  spill_then_copy_ahead(a, buf, 1);
+  read_ahead_on(a);
+  launch_spill();
+  mt_chunk_t *cs[4];
+  int ri[4];
+  cr_assert_eq(writing(a, cs, ri, 4), 1);
+  mt_chunk_t *c = cs[0];
+  int r = ri[0];
+  /* a new pattern for the whole region, while the copy may be in flight:
+   * the write settles it, then drops the NVMe copy it made stale */
+  fill(buf, REG, 1000u + (uint32_t)r);
+  cr_assert_eq(put(a[r], buf, REG), 0);
+  cr_assert(c->nv == NULL || !_mt_nvme_chunk_valid(c->nv), "the copy written ahead is stale: dropped");
+  settle_all();
+  /* everything back through the tiers: the new bytes win */
+  for (int i = 0; i < NREG; i++) {
+    memset(buf, 0xee, REG);
+    cr_assert_eq(get(buf, a[i], REG), 0);
+    fill(want, REG, (i == r ? 1000u : 1u) + (uint32_t)i);
+    cr_assert(memcmp(buf, want, REG) == 0, "region %d", i);
+  }
+  free(buf);
+  free(want);
+  finish();
+}
