@@ -49,7 +49,8 @@
  * so that it pays that wait at most once.
  *
  * Building the pager from its configuration and the MT_* options is
- * pager_start.c.
+ * pager_start.c; allocating and freeing regions (deferred frees, their
+ * reaping) is alloc.c.
  *
  * Threading: everything under p->lock (see pager_internal.h).
  */
@@ -78,7 +79,7 @@ void _mt_set_dirty(mt_pager_t *p, mt_chunk_t *c) {
   if (c->nv != NULL) _mt_nv_drop(p, c); /* its NVMe copy is stale now */
 }
 
-static void live_publish(mt_pager_t *p) {
+void _mt_live_publish(mt_pager_t *p) {
   atomic_store_explicit(&_mt_stats.live_gpu_bytes, p->live[CH_DEVICE], memory_order_relaxed);
   atomic_store_explicit(&_mt_stats.live_host_bytes, p->live[CH_HOST], memory_order_relaxed);
   atomic_store_explicit(&_mt_stats.live_nvme_bytes, p->live[CH_NVME], memory_order_relaxed);
@@ -98,7 +99,7 @@ void _mt_live_move(mt_pager_t *p, mt_chunk_t *c, int from, int to, bool trace_it
   uint64_t b = _mt_chunk_data(p, c);
   if (from != CH_NONE) p->live[from] -= b;
   if (to != CH_NONE) p->live[to] += b;
-  live_publish(p);
+  _mt_live_publish(p);
   if (trace_it && _mt_trace_on()) {
     static const uint8_t tier[4] = {MT_TIER_NONE, MT_TIER_GPU, MT_TIER_HOST, MT_TIER_NVME};
     _mt_trace_move(to == CH_DEVICE ? MT_TR_FETCH : MT_TR_EVICT, c->region->id, c->index, MT_TIER_NONE, tier[to],
@@ -211,8 +212,6 @@ static void sort_by_va(mt_chunk_t **b, int n) {
  * chosen; with may_wait false, neither are chunks that work in flight
  * still holds (no host wait for them). Returns 0, or -E2BIG when nothing
  * more can be evicted. */
-static void reap_pending(mt_pager_t *p, bool wait);
-static void reap_for(mt_pager_t *p, size_t need);
 
 /* A victim stays on the device after all: back in the policy, and its host
  * copy back on the retained list. */
@@ -228,12 +227,12 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
    * their streams: the kernel that last used a freed buffer is usually the
    * one running, and waiting for it costs less than evicting live data
    * (a copy out now and a fetch back later). */
-  if (p->used + need > p->budget && p->pending) reap_pending(p, false);
+  if (p->used + need > p->budget && p->pending) _mt_reap_pending(p, false);
   /* then, for a launch, those still in use on its own stream: their memory
    * is reused in stream order, no wait and no copy (handoff.c) */
   if (p->used + need > p->budget && p->pending && !p->prefetching) _mt_handoff(p, need);
   if (p->used + need > p->budget && p->pending && may_wait && !p->prefetching && !_mt_capture_active(p))
-    reap_for(p, need);
+    _mt_reap_for(p, need);
   bool reaped = false;
   while (p->used + need > p->budget) {
     mt_chunk_t *batch[EVICT_BATCH];
@@ -251,7 +250,7 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
          * 1.0 s wait for a freed small region, README "Freed memory in
          * stream order"). */
         reaped = true;
-        reap_for(p, need);
+        _mt_reap_for(p, need);
         continue;
       }
       /* everything is in flight: wait for the GPU to get a step further and
@@ -260,7 +259,7 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
        * idled behind the evictions that followed (75.2% against 77.7% of
        * ideal; README "Freed memory in stream order"). */
       if (node == NULL && !vc.wait && may_wait && !_mt_capture_active(p) && _mt_stream_step(p) == 1) {
-        if (p->pending) reap_pending(p, false); /* freed regions the step finished */
+        if (p->pending) _mt_reap_pending(p, false); /* freed regions the step finished */
         continue;
       }
       if (node == NULL && !vc.wait && may_wait && !_mt_capture_active(p)) {
@@ -757,7 +756,7 @@ int _mt_chunk_host_back(mt_pager_t *p, mt_chunk_t *c) {
   return 0;
 }
 
-static void fresh_unlink(mt_pager_t *p, mt_region_t *r) {
+void _mt_fresh_unlink(mt_pager_t *p, mt_region_t *r) {
   if (!r->fresh) return;
   if (r->fprev) r->fprev->fnext = r->fnext;
   else p->fresh = r->fnext;
@@ -804,7 +803,7 @@ void _mt_back_fresh(mt_pager_t *p) {
               "something touches it, a kernel reaching it through a pointer no launch names "
               "faults (raise MT_MAX_HOST)", r->size, (unsigned long)r->addr, strerror(-rc));
     }
-    fresh_unlink(p, r);
+    _mt_fresh_unlink(p, r);
   }
 }
 
@@ -860,293 +859,4 @@ int _mt_region_escape(mt_pager_t *p, mt_region_t *r, mt_handle_t s) {
 mt_region_t *_mt_region_of(mt_pager_t *p, uintptr_t addr) {
   if (!_mt_in_range(p, addr)) return NULL;
   return _mt_rmap_find(p->rmap, addr, NULL, NULL);
-}
-
-/* ---- allocation ------------------------------------------------------------------- */
-
-/* Something is mapped at c's address: device memory, or its host copy. */
-static bool chunk_mapped(const mt_pager_t *p, const mt_chunk_t *c) {
-  return c->state == CH_DEVICE || (c->state == CH_HOST && p->host_mapped);
-}
-
-static void region_destroy(mt_pager_t *p, mt_region_t *r) {
-  fresh_unlink(p, r);
-  _mt_prefetch_forget(p, r);
-  if (r->kind == REG_SMALL) {
-    _mt_small_free(p, r->addr, r->small_class);
-    free(r);
-    return;
-  }
-  /* one unmap per run of mapped chunks (device memory or host copies),
-   * after any fetch copy in flight (unmapfence.c; on error the unmaps go
-   * ahead: the region is gone either way) */
-  bool fenced = false;
-  for (uint32_t i = 0; i < r->nchunks; i++) _mt_wb_settle(p, &r->chunks[i]); /* copies reading them */
-  for (uint32_t i = 0; i < r->nchunks;) {
-    if (!chunk_mapped(p, &r->chunks[i])) {
-      i++;
-      continue;
-    }
-    if (!fenced) _mt_unmap_fence(p);
-    fenced = true;
-    uint32_t j = i + 1;
-    while (j < r->nchunks && chunk_mapped(p, &r->chunks[j])) j++;
-    p->dev->ops->unmap(p->dev, r->addr + (uintptr_t)i * p->chunk, (size_t)(j - i) * p->chunk);
-    i = j;
-  }
-  for (uint32_t i = 0; i < r->nchunks; i++) {
-    mt_chunk_t *c = &r->chunks[i];
-    if (c->state == CH_DEVICE && c->handed) { /* its memory is another chunk's now */
-      c->handed = false;
-      r->nhanded--;
-    } else if (c->state == CH_DEVICE) {
-      p->pol_ops->remove(p->pol, &c->node);
-      p->used -= p->chunk;
-      _mt_pool_dev_put(p, c->dev);
-      c->dev = 0;
-    }
-    if (c->state == CH_HOST) _mt_host_tier_out(p, c);
-    if (c->nv != NULL) _mt_nv_drop(p, c);
-    _mt_live_move(p, c, c->state, CH_NONE, false);
-    c->state = CH_NONE;
-    _mt_host_release(p, c);
-  }
-  if (r->escaped) {
-    p->pinned -= (size_t)r->nchunks * p->chunk;
-    p->escaped -= (size_t)r->nchunks * p->chunk;
-  }
-  p->committed -= (size_t)r->nchunks * p->chunk;
-  _mt_va_free(&p->va, r->addr, r->nchunks, p->chunk);
-  _mt_resident_changed(p);
-  free(r);
-}
-
-/* The application freed r: its chunks leave the live tier counts now (a
- * trace drops the region at its FREE record), and never move again. */
-static void region_leaves_live(mt_pager_t *p, mt_region_t *r) {
-  _mt_prefetch_forget(p, r);
-  if (r->kind == REG_SMALL) {
-    p->live[CH_DEVICE] -= r->size;
-  } else {
-    for (uint32_t i = 0; i < r->nchunks; i++) _mt_live_move(p, &r->chunks[i], r->chunks[i].state, CH_NONE, false);
-  }
-  r->freed = true;
-  live_publish(p);
-}
-
-/* Device memory a freed region still gives back when destroyed: its chunks
- * not handed on already (handoff.c). */
-static size_t pending_gives(const mt_pager_t *p, const mt_region_t *r) {
-  if (r->kind == REG_SMALL) return 0;
-  return (size_t)(r->ndevice - r->nhanded) * p->chunk;
-}
-
-/* Destroys deferred frees whose stream work has finished (with wait, all
- * that give device memory back: waiting for one whose memory was handed on
- * would gain nothing). */
-static void reap_pending(mt_pager_t *p, bool wait) {
-  if (_mt_capture_active(p)) return; /* no event queries during a capture (graph.c) */
-  mt_region_t **pp = &p->pending;
-  while (*pp != NULL) {
-    mt_region_t *r = *pp;
-    if (!_mt_region_held(p, r, wait && (r->kind == REG_SMALL || pending_gives(p, r) > 0))) {
-      *pp = r->next_pending;
-      region_destroy(p, r);
-    } else {
-      pp = &r->next_pending;
-    }
-  }
-}
-
-/* Waits, oldest first, for the stream work of freed regions that hold
- * device memory until their chunks cover need, then destroys every pending
- * region whose work is done. */
-static void reap_for(mt_pager_t *p, size_t need) {
-  size_t n = 0;
-  for (mt_region_t *r = p->pending; r != NULL; r = r->next_pending) n++;
-  mt_region_t *stack[64], **v = n <= 64 ? stack : malloc(n * sizeof(*v));
-  if (v == NULL) return;
-  size_t k = 0;
-  for (mt_region_t *r = p->pending; r != NULL; r = r->next_pending) v[k++] = r; /* newest first */
-  size_t over = p->used + need - p->budget, got = 0;
-  for (size_t i = n; i-- > 0 && got < over;) {
-    mt_region_t *r = v[i];
-    if (r->kind == REG_SMALL || pending_gives(p, r) == 0) continue; /* gives no paged device memory */
-    if (!_mt_region_held(p, r, true)) got += pending_gives(p, r);
-  }
-  if (v != stack) free(v);
-  reap_pending(p, false); /* the ones just waited for, and any others done by now */
-}
-
-static void regions_changed(int delta) {
-  if (delta > 0) {
-    uint64_t live = atomic_fetch_add_explicit(&_mt_stats.regions_live, 1, memory_order_relaxed) + 1;
-    _mt_stat_peak(&_mt_stats.regions_peak, live);
-    mt_stat_add(allocs, 1);
-  } else {
-    mt_stat_sub(regions_live, 1);
-    mt_stat_add(frees, 1);
-  }
-}
-
-static int alloc_locked(mt_pager_t *p, size_t size, uintptr_t *out) {
-  reap_pending(p, false);
-  mt_region_t *r;
-  if (size < p->small_limit && size <= p->chunk / 2) {
-    r = calloc(1, sizeof(*r));
-    if (r == NULL) return -ENOMEM;
-    int cls;
-    int rc = _mt_small_alloc(p, size, &r->addr, &cls);
-    if (rc == -ENOMEM && p->pending) {
-      reap_pending(p, true);
-      rc = _mt_small_alloc(p, size, &r->addr, &cls);
-    }
-    if (rc < 0) {
-      free(r);
-      return rc;
-    }
-    r->kind = REG_SMALL;
-    r->small_class = (uint8_t)cls;
-    r->span = _mt_small_class_size(p, cls);
-  } else {
-    size_t n = (size + p->chunk - 1) / p->chunk;
-    size_t bytes = n * p->chunk;
-    /* The capacity (see _mt_capacity()) is what cuMemGetInfo reports: an
-     * allocation the reported free bytes cover must succeed, and one beyond
-     * them must fail. */
-    if (_mt_held_bytes(p) + bytes > _mt_capacity(p)) {
-      if (p->pending && !_mt_capture_active(p)) {
-        reap_pending(p, true);
-        return alloc_locked(p, size, out);
-      }
-      if (p->nv != NULL)
-        mt_error("out of memory: %zu bytes asked, %zu already allocated; MT_MAX_VRAM=%zu plus "
-                 "MT_MAX_HOST=%zu (after the NVMe tier's staging) plus %zu bytes of the NVMe tier, less "
-                 "one %zu-byte chunk kept for swapping, is all mtalloc can hold (raise MT_MAX_NVME)", size,
-                 _mt_held_bytes(p), p->budget, p->host_budget, _mt_nv_capacity(p), p->chunk);
-      else
-        mt_error("out of memory: %zu bytes asked, %zu already allocated; MT_MAX_VRAM=%zu plus "
-                 "MT_MAX_HOST=%zu, less one %zu-byte chunk kept for swapping, is all mtalloc can "
-                 "hold (raise MT_MAX_HOST, or give MT_OFFLOAD_DIR an NVMe directory)", size,
-                 _mt_held_bytes(p), p->budget, p->host_budget, p->chunk);
-      return -ENOMEM;
-    }
-    r = calloc(1, sizeof(*r) + n * sizeof(mt_chunk_t));
-    if (r == NULL) return -ENOMEM;
-    if (_mt_va_alloc(&p->va, n, p->chunk, &r->addr) < 0) {
-      free(r);
-      mt_error("out of address space: the pager reserved %zu bytes; %zu more asked", p->va_size, size);
-      return -ENOMEM;
-    }
-    r->kind = REG_PAGED;
-    r->nchunks = (uint32_t)n;
-    r->span = bytes;
-    for (size_t i = 0; i < n; i++) {
-      r->chunks[i].region = r;
-      r->chunks[i].index = (uint32_t)i;
-    }
-    p->committed += bytes;
-    if (p->host_mapped) { /* backed by the next launch: _mt_back_fresh */
-      r->fnext = p->fresh;
-      if (p->fresh) p->fresh->fprev = r;
-      p->fresh = r;
-      r->fresh = true;
-    }
-  }
-  r->size = size;
-  r->id = ++p->next_region_id;
-  int rc = _mt_rmap_insert(p->rmap, r->addr, r->size, r);
-  if (rc < 0) {
-    region_destroy(p, r);
-    return rc;
-  }
-  regions_changed(+1);
-  if (r->kind == REG_SMALL) {
-    p->live[CH_DEVICE] += size;
-    live_publish(p);
-  }
-  if (_mt_trace_on()) _mt_trace_alloc(r->id, size, 0, r->kind == REG_SMALL);
-  *out = r->addr;
-  return 0;
-}
-
-int _mt_alloc(size_t size, uintptr_t *out) {
-  mt_pager_t *p = _mt_pager;
-  if (size == 0) return -EINVAL;
-  pthread_mutex_lock(&p->lock);
-  /* A new operation: the marks of the last launch's prefetch and read-ahead
-   * windows (the epoch) must not keep the room it needs from being made. */
-  p->epoch++;
-  int rc = alloc_locked(p, size, out);
-  pthread_mutex_unlock(&p->lock);
-  return rc;
-}
-
-int _mt_free(uintptr_t addr, mt_handle_t s, bool async) {
-  mt_pager_t *p = _mt_pager;
-  if (p == NULL || !_mt_in_range(p, addr)) return -ENOENT;
-  pthread_mutex_lock(&p->lock);
-  uintptr_t start;
-  mt_region_t *r = _mt_rmap_find(p->rmap, addr, &start, NULL);
-  if (r == NULL || start != addr) {
-    pthread_mutex_unlock(&p->lock);
-    return -EINVAL; /* inside our range but not an allocation: the driver's answer */
-  }
-  int kept = _mt_graph_keep(p, addr); /* allocated during a capture: its graph keeps it */
-  if (kept != 0) {
-    pthread_mutex_unlock(&p->lock);
-    return kept < 0 ? kept : 0;
-  }
-  if (_mt_capture_active(p)) async = true; /* no waiting during a capture: freed in order of s */
-  _mt_rmap_remove(p->rmap, addr, NULL);
-  fresh_unlink(p, r); /* freed before any launch: nothing can reach it */
-  regions_changed(-1);
-  region_leaves_live(p, r);
-  if (async) {
-    /* Stream-ordered: it is freed once the work before it on s has run. */
-    uint32_t si = _mt_stream_index(p, s);
-    if (_mt_trace_on()) _mt_trace_free(r->id, si, true);
-    if (si != 0) _mt_region_hold(p, r, si, _mt_stream_seq(p, si));
-    r->next_pending = p->pending;
-    p->pending = r;
-    reap_pending(p, false);
-  } else {
-    if (_mt_trace_on()) _mt_trace_free(r->id, 0, false);
-    _mt_region_held(p, r, true); /* cuMemFree waits for work using it, as the driver does */
-    region_destroy(p, r);
-  }
-  pthread_mutex_unlock(&p->lock);
-  return 0;
-}
-
-int _mt_region_range(uintptr_t addr, uintptr_t *base, size_t *size) {
-  mt_pager_t *p = _mt_pager;
-  if (p == NULL || !_mt_in_range(p, addr)) return -ENOENT;
-  pthread_mutex_lock(&p->lock);
-  int rc = _mt_rmap_find(p->rmap, addr, base, size) ? 0 : -EINVAL;
-  pthread_mutex_unlock(&p->lock);
-  return rc;
-}
-
-void _mt_pager_device(uint64_t *ctx, int *ordinal) {
-  mt_pager_t *p = _mt_pager;
-  *ctx = p->dev->info.ctx;
-  *ordinal = p->dev->info.ordinal;
-}
-
-/* cuMemGetInfo. total is the capacity: all that mtalloc can hold for the
- * application at once, device and host together; free is what an
- * allocation can still take. Both count whole chunks and slabs, of which
- * every live allocation is a part, so free + (bytes the application holds)
- * <= total at every moment, however far the program oversubscribes --
- * the assertion PyTorch's cudaMallocAsync backend makes. */
-void _mt_mem_info(size_t *free_bytes, size_t *total) {
-  mt_pager_t *p = _mt_pager;
-  pthread_mutex_lock(&p->lock);
-  size_t cap = _mt_capacity(p), held = _mt_held_bytes(p);
-  /* held exceeds the capacity only after the budget shrank under us (the
-   * device had less free memory than it said): report full. */
-  *total = cap > held ? cap : held;
-  *free_bytes = cap > held ? cap - held : 0;
-  pthread_mutex_unlock(&p->lock);
 }

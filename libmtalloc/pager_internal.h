@@ -505,6 +505,21 @@ void _mt_retained_unlink(mt_chunk_t *c);
 /* c moves between tiers (CH_*): the live counts follow; trace_it records a
  * placement no other record shows. */
 void _mt_live_move(mt_pager_t *p, mt_chunk_t *c, int from, int to, bool trace_it);
+/* The live tier counts into the stats (and their peaks). */
+void _mt_live_publish(mt_pager_t *p);
+/* r leaves the list of regions not yet backed (host mappings: backed by the
+ * next launch, _mt_back_fresh). */
+void _mt_fresh_unlink(mt_pager_t *p, mt_region_t *r);
+
+// alloc.c
+/* Destroys deferred frees whose stream work has finished (with wait, all
+ * that give device memory back: waiting for one whose memory was handed on
+ * would gain nothing). */
+void _mt_reap_pending(mt_pager_t *p, bool wait);
+/* Waits, oldest first, for the stream work of freed regions that hold
+ * device memory until their chunks cover need, then destroys every pending
+ * region whose work is done. */
+void _mt_reap_for(mt_pager_t *p, size_t need);
 /* c became HOST: the host tier's policy (spill order) takes it; and c
  * leaves the HOST state. */
 void _mt_host_tier_in(mt_pager_t *p, mt_chunk_t *c);
