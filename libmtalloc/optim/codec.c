@@ -678,28 +678,20 @@ AVX2 static inline void pack4(_mt_qtensor_t *q, size_t b, const __m256i *k, cons
   }
 }
 
-/* A whole block of v's 4-bit map, absmax amax (any: 0, tiny and huge take
- * v4_k's division form): a multiply and three integer steps per vector,
- * no search and no NaN patch (a NaN's code falls out of the clamp). */
-AVX2 static void encode4_v(_mt_qtensor_t *q, const float *x, size_t b, float amax) {
+/* A whole block of q's 4-bit map (m's or v's), absmax amax (any: 0, tiny
+ * and huge take the division form): m4_code's or v4_code's arithmetic, a
+ * multiply and a few integer steps per vector, no search and no NaN patch
+ * (a NaN's code falls out of the clamp). */
+AVX2 static void encode4_scaled(_mt_qtensor_t *q, const float *x, size_t b, float amax) {
   q->scales[b / _MT_CODEC_BLOCK] = amax;
   const float r = v4_r(amax);
   const __m256 va = _mm256_set1_ps(amax);
   __m256i k[16];
-  for (int i = 0; i < 16; i++)
-    k[i] = v4_k(_mm256_loadu_ps(x + 8 * i), r, va);
-  pack4(q, b, k, 0);
-}
-
-/* A whole block of m's 4-bit map, absmax amax: m4_code's arithmetic. */
-AVX2 static void encode4_m(_mt_qtensor_t *q, const float *x, size_t b, float amax) {
-  q->scales[b / _MT_CODEC_BLOCK] = amax;
-  const float r = v4_r(amax);
-  const __m256 va = _mm256_set1_ps(amax);
-  __m256i c[16];
-  for (int i = 0; i < 16; i++)
-    c[i] = m4_c(m4_t(_mm256_loadu_ps(x + 8 * i), r, va, amax));
-  pack4(q, b, c, 1);
+  for (int i = 0; i < 16; i++) {
+    const __m256 xv = _mm256_loadu_ps(x + 8 * i);
+    k[i] = q->is_signed ? m4_c(m4_t(xv, r, va, amax)) : v4_k(xv, r, va);
+  }
+  pack4(q, b, k, q->is_signed);
 }
 
 AVX2 static void encode_block_avx2(_mt_qtensor_t *q, const float *map, unsigned len,
@@ -810,10 +802,7 @@ AVX2 static void encode4_block_avx2(_mt_qtensor_t *q, const float *x, size_t b) 
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   for (int i = 0; i < _MT_CODEC_BLOCK; i += 8)
     vmax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), absmask), vmax);
-  if (q->is_signed)
-    encode4_m(q, x, b, hmax8(vmax));
-  else
-    encode4_v(q, x, b, hmax8(vmax));
+  encode4_scaled(q, x, b, hmax8(vmax));
 }
 
 /* code8 moved to x's scale: for a block
@@ -945,7 +934,7 @@ AVX2 static void encode8_block(_mt_qtensor_t *q, const float *x, size_t b) {
 /* Both moments 4-bit, or both 8-bit, a whole block: decode, update and
  * absmax in one pass in registers (the moments go to L1 once, for the
  * encode, which needs the block's absmax before its first code), then
- * encode4_pair (or encode4_m and encode4_v) or encode8_pair. The update is
+ * encode4_pair (or encode4_scaled for each) or encode8_pair. The update is
  * _mt_adam_kernel_codec_scalar's (adam_kernels.c) operation for operation,
  * without amsgrad (refused with a codec); decode is decode_block_avx2's. Same bits as the
  * scalar codec path (tests/optim/test_codec_simd.c). bits is a constant
@@ -1057,8 +1046,8 @@ q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_
     return;
   }
   if (!(v4_r(am) > 0) || !(v4_r(av) > 0)) { /* rare: one at a time */
-    encode4_m(m, mb, b, am);
-    encode4_v(v, vb, b, av);
+    encode4_scaled(m, mb, b, am);
+    encode4_scaled(v, vb, b, av);
     return;
   }
   encode4_pair(m, v, mb, vb, b, am, av);
