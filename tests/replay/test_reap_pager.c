@@ -59,15 +59,29 @@ static void mark(mt_pager_t *p, mt_handle_t s) {
  * pager would then be a leak to LeakSanitizer */
 static mt_pager_t *volatile kept;
 
-Test(reap_pager, no_wait_for_a_freed_small_region) {
+/* A pager of four 2 MiB chunks on the virtual clock (1 GB/s links), LRU,
+ * demand fetching, the handoff off, installed as the library's. */
+static mt_pager_t *start(mt_device_t **d) {
   mt_vdev_config_t vc = {.gpu_mem = 64 * MiB, .h2d_bw = 1e9, .d2h_bw = 1e9, .unmap_syncs = true};
-  mt_device_t *d = _mt_vdev_new(&vc);
-  cr_assert_not_null(d);
+  *d = _mt_vdev_new(&vc);
+  cr_assert_not_null(*d);
   mt_pager_config_t pc = {.budget = 8 * MiB, .host_budget = 64 * MiB, .chunk = 2 * MiB, .small_limit = 4096,
                           .policy = "lru", .predictor = "none", .handoff = 2};
   mt_pager_t *p;
-  cr_assert_eq(_mt_pager_create(d, &pc, &p), 0);
+  cr_assert_eq(_mt_pager_create(*d, &pc, &p), 0);
   _mt_pager_install(p);
+  return p;
+}
+
+/* A pager lives for the process, as in the library: kept, uninstalled. */
+static void stop(mt_pager_t *p) {
+  kept = p;
+  __atomic_store_n(&_mt_pager, NULL, __ATOMIC_RELEASE);
+}
+
+Test(reap_pager, no_wait_for_a_freed_small_region) {
+  mt_device_t *d;
+  mt_pager_t *p = start(&d);
   /* stream handles 1 and 2 are CUDA's legacy and per-thread streams */
   const mt_handle_t s1 = 16, s2 = 17;
   uintptr_t s, abc[3], dd;
@@ -88,19 +102,12 @@ Test(reap_pager, no_wait_for_a_freed_small_region) {
   cr_assert_lt(waited, 10 * MS, "the host waited %.1f ms: not for S's 100 ms kernel", waited / 1e6);
   cr_assert_gt(waited, 1 * MS, "it waited for A's kernel and copy (%.1f ms)", waited / 1e6);
   cr_assert_eq(p->used, p->budget);
-  kept = p; /* a pager lives for the process, as in the library */
-  __atomic_store_n(&_mt_pager, NULL, __ATOMIC_RELEASE);
+  stop(p);
 }
 
 Test(reap_pager, a_step_not_the_coldest_last_use) {
-  mt_vdev_config_t vc = {.gpu_mem = 64 * MiB, .h2d_bw = 1e9, .d2h_bw = 1e9, .unmap_syncs = true};
-  mt_device_t *d = _mt_vdev_new(&vc);
-  cr_assert_not_null(d);
-  mt_pager_config_t pc = {.budget = 8 * MiB, .host_budget = 64 * MiB, .chunk = 2 * MiB, .small_limit = 4096,
-                          .policy = "lru", .predictor = "none", .handoff = 2};
-  mt_pager_t *p;
-  cr_assert_eq(_mt_pager_create(d, &pc, &p), 0);
-  _mt_pager_install(p);
+  mt_device_t *d;
+  mt_pager_t *p = start(&d);
   const mt_handle_t s1 = 16, s2 = 17;
   uintptr_t a, bce[3], dd;
   cr_assert_eq(_mt_alloc(2 * MiB, &a), 0);
@@ -122,6 +129,5 @@ Test(reap_pager, a_step_not_the_coldest_last_use) {
   cr_assert_gt(waited, 1 * MS, "it waited for the step and C's copy (%.1f ms)", waited / 1e6);
   cr_assert_eq(_mt_region_of(p, a)->ndevice, 1, "A, still in use, stays");
   cr_assert_eq(_mt_region_of(p, bce[1])->ndevice, 0, "C, the coldest whose work is done, goes");
-  kept = p;
-  __atomic_store_n(&_mt_pager, NULL, __ATOMIC_RELEASE);
+  stop(p);
 }
