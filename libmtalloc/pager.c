@@ -241,7 +241,9 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
     victim_ctx_t vc = {p, false};
     while (n < EVICT_BATCH && p->used - freed + need > p->budget) {
       mt_policy_node_t *node = p->pol_ops->victim(p->pol, eligible, &vc);
-      if (node == NULL && !vc.wait && may_wait && !_mt_capture_active(p) && p->pending && !reaped) {
+      /* nothing free to evict, and the host may wait for the GPU */
+      const bool stuck = node == NULL && !vc.wait && may_wait && !_mt_capture_active(p);
+      if (stuck && p->pending && !reaped) {
         /* wait for the freed regions' streams: their memory, no copy. Oldest
          * first and only until the need is covered, and only for regions
          * that give paged memory back: a small region's slab stays, and
@@ -258,11 +260,11 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
        * wait for most of the queue: with the handoff on, ViT's GPU then
        * idled behind the evictions that followed (75.2% against 77.7% of
        * ideal; README "Freed memory in stream order"). */
-      if (node == NULL && !vc.wait && may_wait && !_mt_capture_active(p) && _mt_stream_step(p) == 1) {
+      if (stuck && _mt_stream_step(p) == 1) {
         if (p->pending) _mt_reap_pending(p, false); /* freed regions the step finished */
         continue;
       }
-      if (node == NULL && !vc.wait && may_wait && !_mt_capture_active(p)) {
+      if (stuck) {
         vc.wait = true; /* everything is in flight: wait for the coldest */
         continue;
       }
