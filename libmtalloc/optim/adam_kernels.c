@@ -216,6 +216,13 @@ static inline void write_back_vec(const _mt_adam_args_t *a, size_t begin, size_t
       size_t e = end - b < BLOCK ? end : b + BLOCK;                                                \
       size_t i = b;                                                                                \
       for (; i + W <= e; i += W) {                                                                 \
+        if (i + _MT_ADAM_PREFETCH < end) { /* one line of each array per 16 lanes */               \
+          _mt_adam_prefetch_pg(a, i + _MT_ADAM_PREFETCH);                                          \
+          __builtin_prefetch(a->m + i + _MT_ADAM_PREFETCH);                                        \
+          __builtin_prefetch(a->v + i + _MT_ADAM_PREFETCH);                                        \
+          if (f & _MT_ADAM_AMSGRAD)                                                                \
+            __builtin_prefetch(a->vmax + i + _MT_ADAM_PREFETCH);                                   \
+        }                                                                                          \
         V g = gdt == _MT_DT_BF16  ? LDBF16(a->g16 + i)                                             \
               : gdt == _MT_DT_F16 ? LDF16(a->g16 + i)                                              \
                                   : LD(a->g + i);                                                  \
