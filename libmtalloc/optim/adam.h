@@ -137,9 +137,9 @@ static inline _mt_adam_args_t _mt_adam_args_at(const _mt_adam_args_t *a, size_t 
  * lines, or their codes): on the Xeon of 2026-12-01 the hardware
  * prefetchers alone left one thread's step waiting on memory between
  * bursts of arithmetic, and asking 512 elements (2 KiB of each FP32
- * array) ahead took the 1-thread step from 0.86 to 0.95 G params/s with
- * FP32 state and from 0.67 to 1.08 with 4-bit state (README, "Host
- * AdamW"). Prefetches never fault, but the kernels only form addresses
+ * array) ahead took the 1-thread 100M step from 0.89 to 0.92 G params/s
+ * with FP32 state and from 0.70 to 1.10 with 4-bit state (README, "Host
+ * AdamW, current"). Prefetches never fault, but the kernels only form addresses
  * inside the range they were given. */
 #define _MT_ADAM_PREFETCH 512
 /* Always inlined (codec.c, prefetch_block, says why). */
