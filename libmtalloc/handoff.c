@@ -69,7 +69,7 @@ static bool handable(mt_pager_t *p, mt_region_t *r, uint32_t si) {
  * little (Inception-v3: 95.84% to 95.77%, as with the handoff off); a
  * latch at an eighth of the budget turned Inception's on (95.30%). */
 bool _mt_handoff_on(const mt_pager_t *p) {
-  return p->handoff == 1 || (p->handoff == 0 && p->nvme_peak >= p->budget / 4);
+  return p->handoff == 1 || (p->handoff == 0 && p->nvme_peak > 0 && p->nvme_peak >= p->budget / 4);
 }
 
 static int handed_push(mt_physpool_t *pl, mt_handle_t h) {
