@@ -57,19 +57,13 @@ static bool handable(mt_pager_t *p, mt_region_t *r, uint32_t si) {
   return pending;
 }
 
-/* MT_HANDOFF=auto: on once the NVMe tier has held a quarter of the GPU
- * budget, and from then on. Where the link has room, evicting live data
- * instead of waiting for the old kernel measured faster (BERT 98.0%
- * against 93.3% of ideal, the README's prefetch table); where evictions
- * go to the drive every byte counts (ResNet-152: 75.3% against 74.7%, 67
- * GB less NVMe traffic). The rule was "while any chunk lives on NVMe";
- * latching at a quarter of the budget keeps it on through the phases of
- * a heavily spilling run's iterations where the drive holds nothing
- * (SENet154 93.17% to 93.49% of ideal) and off for a run that spills a
- * little (Inception-v3: 95.84% to 95.77%, as with the handoff off); a
- * latch at an eighth of the budget turned Inception's on (95.30%). */
+/* MT_HANDOFF=auto: on once host memory is full and chunks live on NVMe.
+ * Where the link has room, evicting live data instead of waiting for the
+ * old kernel measured faster (BERT 98.0% against 93.3% of ideal, the
+ * README's prefetch table); where evictions go to the drives every byte
+ * counts (ResNet-152: 75.3% against 74.7%, 67 GB less NVMe traffic). */
 bool _mt_handoff_on(const mt_pager_t *p) {
-  return p->handoff == 1 || (p->handoff == 0 && p->nvme_peak > 0 && p->nvme_peak >= p->budget / 4);
+  return p->handoff == 1 || (p->handoff == 0 && p->live[CH_NVME] > 0);
 }
 
 static int handed_push(mt_physpool_t *pl, mt_handle_t h) {

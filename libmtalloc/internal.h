@@ -89,7 +89,7 @@ typedef enum mt_opt_type {
     "free) while a kernel still uses it goes at once, without a wait or a copy, to the next " \
     "buffer a kernel on the same stream fills (fewer bytes moved; handoff.c); off: the pager " \
     "waits for the old kernel or evicts live data instead (faster where the link has room); " \
-    "auto: on once the NVMe tier has held a quarter of the GPU budget")             \
+    "auto: on while host memory is full and chunks live on NVMe")                   \
   X(TRACE, STRING, "", 0, 0, "", "path",                                           \
     "record a binary trace of allocations, launches, moves and stalls here (mt-trace reads it)")      \
   X(STATS, BOOL, "off", 0, 0, "", "",                                              \

@@ -99,7 +99,6 @@ void _mt_live_move(mt_pager_t *p, mt_chunk_t *c, int from, int to, bool trace_it
   uint64_t b = _mt_chunk_data(p, c);
   if (from != CH_NONE) p->live[from] -= b;
   if (to != CH_NONE) p->live[to] += b;
-  if (p->live[CH_NVME] > p->nvme_peak) p->nvme_peak = p->live[CH_NVME];
   _mt_live_publish(p);
   if (trace_it && _mt_trace_on()) {
     static const uint8_t tier[4] = {MT_TIER_NONE, MT_TIER_GPU, MT_TIER_HOST, MT_TIER_NVME};

@@ -442,7 +442,6 @@ struct mt_pager {
   uint64_t live[4];          /* data bytes of live allocations per tier (CH_DEVICE, CH_HOST,
                               * CH_NVME; small ones on the device): what a trace's residency
                               * replays (stats live_*_bytes) */
-  uint64_t nvme_peak;        /* the most live[CH_NVME] has been (MT_HANDOFF=auto, handoff.c) */
   struct mt_nvtier *nv;      /* tier_nvme.c; NULL: no NVMe tier */
   struct mt_prefetch *pf;    /* prefetch.c; NULL: demand fetching only */
   uint64_t clock;            /* prefetch.c: launches seen, the unit of next-use dues */

@@ -16,7 +16,7 @@ each with --writes all and --writes aware (--writes picks one):
                         (the baseline: what the pager did before next-use
                         eviction and the stream-ordered handoff)
   demand + nextuse      --predictor none (the defaults: nextuse, handoff
-                        auto, on once NVMe has held a quarter of the GPU budget)
+                        auto, which is on once chunks live on NVMe)
   correlation + nextuse --predictor correlation
   correlation + nextuse, handoff on   the same with --handoff on
   correlation + nextuse, paced        the same with --prefetch-pace on

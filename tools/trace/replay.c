@@ -135,7 +135,7 @@ static void usage(FILE *f) {
           "  --handoff auto|on|off as MT_HANDOFF; on: memory of a tensor freed while its\n"
           "                        last kernel is queued goes to the next fresh tensor on\n"
           "                        that stream in stream order; off: wait or evict; auto\n"
-          "                        (default): on once NVMe has held a quarter of --gpu-mem\n"
+          "                        (default): on while chunks live on NVMe\n"
           "  --unmap-sync on|off   on (default, as the library runs on the CUDA driver, whose\n"
           "                        cuMemUnmap may wait for the device): unmaps are ordered\n"
           "                        after the pager's in-flight fetch copies (unmap_waits);\n"
