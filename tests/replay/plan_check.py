@@ -50,9 +50,13 @@ check(all(plans[i]["tokens_per_s"] >= plans[i + 1]["tokens_per_s"] for i in rang
       "fastest first")
 check(all(p["tokens_per_step"] <= 4096 and p["tokens_per_step"] == p["micro_batch"] * p["grad_accum"] * 64
           for p in plans), "tokens per step = micro-batch x accumulation x 64, at most --max-step-tokens")
+check(all(p["predictor"] in ("correlation", "none") for p in plans),
+      "each names the MT_PREDICTOR setting its replay won with")
 t = run(*base)
 check(t.returncode == 0 and "MT_MAX_VRAM=41943040" in t.stdout and "training flags:" in t.stdout
       and "next best:" in t.stdout, "the text names MT_* settings, training flags and the next best")
+check(t.returncode == 0 and "MT_PREDICTOR=" + plans[0]["predictor"] in t.stdout if plans else False,
+      "the text's MT_PREDICTOR is the best replay's")
 
 r = run("plan", "--model", conf, "--gpu-mem", "40M", "--host-mem", "16M", "--nvme-mem", "16M", "--pcie-bw", "25G",
         "--nvme-read-bw", "3G", "--nvme-write-bw", "2G")
