@@ -352,9 +352,9 @@ static void diversify(plan_t *p) {
 }
 
 static void describe(const cand_t *c, char *buf, size_t n) {
-  snprintf(buf, n, "micro_batch %u x grad_accum %u (%llu tokens/step), checkpoint %s, optimizer %s, state %s",
-           c->mb, c->ga, (unsigned long long)c->tokens, c->ckpt ? "every layer" : "off", c->host ? "host" : "gpu",
-           PLAN_COMP[c->comp]);
+  snprintf(buf, n, "micro_batch %u x grad_accum %u (%llu tokens/step), checkpoint %s, optimizer %s, state %s, "
+           "predictor %s", c->mb, c->ga, (unsigned long long)c->tokens, c->ckpt ? "every layer" : "off",
+           c->host ? "host" : "gpu", PLAN_COMP[c->comp], c->demand ? "none" : "correlation");
 }
 
 static void print_text(const plan_t *p, unsigned replayed) {
