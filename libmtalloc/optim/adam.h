@@ -139,8 +139,8 @@ static inline _mt_adam_args_t _mt_adam_args_at(const _mt_adam_args_t *a, size_t 
  * bursts of arithmetic, and asking 512 elements (2 KiB of each FP32
  * array) ahead took the 1-thread 100M step from 0.89 to 0.92 G params/s
  * with FP32 state and from 0.70 to 1.10 with 4-bit state (README, "Host
- * AdamW, current"). Prefetches never fault, but the kernels only form addresses
- * inside the range they were given. */
+ * AdamW, current"). Prefetches never fault, but the kernels only form
+ * addresses inside the range they were given. */
 #define _MT_ADAM_PREFETCH 512
 /* Always inlined (codec.c, prefetch_block, says why). */
 __attribute__((always_inline)) static inline void _mt_adam_prefetch_pg(const _mt_adam_args_t *a,
