@@ -81,21 +81,23 @@
 #include "trace.h"
 #include "trace_io.h"
 
-/* Free host budget kept ahead: budget / 256. More headroom is a smaller
- * host cache: chunks spilled early come back from NVMe. It was / 16,
- * measured when spills were the only writes (ResNet152 at G10's
- * parameters: / 8 89.5%, / 16 89.8%, / 4 88.5%, / 2 85.8% of ideal).
- * With copies written ahead (SW_AHEAD_DIV) and make_room_ex's waits,
- * re-measured 2026-12-01 (the defaults, writes aware, second iteration):
- * / 16, 64, 128, 256, 512, 1024 give Inception-v3 95.84, 95.64, 95.77,
- * 95.77, 95.77, 95.77%, SENet154 93.17, 93.17, 92.41, 93.23, 92.72,
- * 91.62%, ResNet152 95.35% at each; demand-paged at / 256 Inception
- * 95.63 (94.54 at / 16), ResNet152 77.12 (75.80), SENet154 72.36
- * (71.91). And on a 100B training step (tools/bench/plan_table.py) / 16
- * kept 26 GB of a 421 GB host tier free: with one NVMe drive the best
- * plan ran at 284 tokens/s, 340 at / 256 (433, 434, 427 tokens/s with
- * four drives at / 128, 256, 512). */
-#define SW_HEADROOM_DIV 256
+/* Free host budget kept ahead: budget / 64. More headroom is a smaller
+ * host cache: chunks spilled early come back from NVMe; less made
+ * Inception-v3 with eval passes collapse (below). It was / 16, measured when spills were
+ * the only writes (ResNet152 at G10's parameters: / 8 89.5%, / 16 89.8%,
+ * / 4 88.5%, / 2 85.8% of ideal). Re-measured 2026-12-01, with copies
+ * written ahead (SW_AHEAD_DIV) and make_room_ex's waits (the defaults,
+ * writes aware; README, "Spill headroom"), at / 16, 64, 256, 1024:
+ *   Inception-v3, 2nd iteration: 95.84, 95.64, 95.77, 95.77% of ideal;
+ *   SENet154: 93.17, 93.17, 93.23, 91.62%; ResNet152 95.35% at each;
+ *   Inception-v3 with an eval pass every third iteration (robust_table.py),
+ *   worst iteration: 78.9, 77.4, 57.1, 46.8%;
+ *   a 100B step (plan_table.py) at / 16, 64, 256, one NVMe drive: 284,
+ *   318, 340 tokens/s (/ 16 kept 26 GB of its 421 GB host tier free);
+ *   four drives: 424, 433, 434.
+ * / 64 takes most of the 100B gain without the collapse under eval
+ * passes. */
+#define SW_HEADROOM_DIV 64
 #define SW_INFLIGHT_MAX 16384 /* writes in flight at most */
 /* Copies written ahead (write_ahead) while the drive has fewer than this
  * many chunks' worth of host budget (budget / 256) queued. Measured on
