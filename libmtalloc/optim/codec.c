@@ -1054,27 +1054,17 @@ q_block_avx2(const _mt_adam_scalars_t *s, const _mt_adam_args_t *a, _mt_qtensor_
 }
 
 /* Asks for block b's cache lines (adam.h, _MT_ADAM_PREFETCH): its weights
- * and gradients, eight lines each, and both moments' codes (64 B or
- * 128 B each); the scales' line serves sixteen blocks and is left to the
- * hardware. Always inlined: GCC 12 finds a function that only prefetches
- * free of side effects and deletes the calls to it. */
+ * and gradients, a line each 16 elements, and both moments' codes (64 B
+ * or 128 B each); the scales' line serves sixteen blocks and is left to
+ * the hardware. Always inlined: GCC 12 finds a function that only
+ * prefetches free of side effects and deletes the calls to it. */
 __attribute__((always_inline)) static inline void
 prefetch_block(const _mt_adam_args_t *a, const _mt_qtensor_t *m, const _mt_qtensor_t *v, size_t b) {
-  _Static_assert(_MT_CODEC_BLOCK == 128, "eight 16-element lines a block");
-  _mt_adam_prefetch_pg(a, b);
-  _mt_adam_prefetch_pg(a, b + 16);
-  _mt_adam_prefetch_pg(a, b + 32);
-  _mt_adam_prefetch_pg(a, b + 48);
-  _mt_adam_prefetch_pg(a, b + 64);
-  _mt_adam_prefetch_pg(a, b + 80);
-  _mt_adam_prefetch_pg(a, b + 96);
-  _mt_adam_prefetch_pg(a, b + 112);
-  const uint8_t *mc = m->codes + b * (size_t)m->bits / 8, *vc = v->codes + b * (size_t)v->bits / 8;
-  __builtin_prefetch(mc);
-  __builtin_prefetch(vc);
-  if (m->bits == 8) {
-    __builtin_prefetch(mc + 64);
-    __builtin_prefetch(vc + 64);
+  for (int k = 0; k < _MT_CODEC_BLOCK; k += 16)
+    _mt_adam_prefetch_pg(a, b + k);
+  for (size_t k = 0; k < _MT_CODEC_BLOCK * (size_t)m->bits / 8; k += 64) {
+    __builtin_prefetch(m->codes + b * (size_t)m->bits / 8 + k);
+    __builtin_prefetch(v->codes + b * (size_t)v->bits / 8 + k);
   }
 }
 
