@@ -83,6 +83,8 @@
 typedef struct kslot {
   uint64_t key;
   mt_region_t *r;
+  uint32_t life;             /* launches that used the last region with this key before it
+                              * was freed; 0 = none has died yet */
 } kslot_t;
 
 struct mt_prefetch {
@@ -169,7 +171,10 @@ static int map_grow(mt_prefetch_t *pf) {
   pf->cap = oc * 2;
   pf->n = 0;
   for (size_t i = 0; i < oc; i++)
-    if (old[i].key != 0 && old[i].r != NULL) map_put(pf, old[i].key, old[i].r);
+    if (old[i].key != 0 && (old[i].r != NULL || old[i].life != 0)) {
+      map_put(pf, old[i].key, old[i].r);
+      map_find(pf, old[i].key)->life = old[i].life;
+    }
   free(old);
   return 0;
 }
@@ -180,8 +185,12 @@ static void map_put(mt_prefetch_t *pf, uint64_t key, mt_region_t *r) {
   if ((pf->n + 1) * 4 > pf->cap * 3 && map_grow(pf) < 0) return; /* no prefetch for it: harmless */
   size_t i = home(pf, key);
   while (pf->map[i].key != 0 && pf->map[i].key != key) i = (i + 1) & (pf->cap - 1);
-  if (pf->map[i].key == 0) pf->n++;
-  pf->map[i] = (kslot_t){key, r};
+  if (pf->map[i].key == 0) {
+    pf->n++;
+    pf->map[i] = (kslot_t){key, r, 0};
+  } else {
+    pf->map[i].r = r; /* the life of its predecessor stays */
+  }
 }
 
 #define KEY_ALTERNATIVES 64 /* live regions of one identity and slot told apart; more share the last */
@@ -211,7 +220,10 @@ void _mt_prefetch_forget(mt_pager_t *p, mt_region_t *r) {
   if (pf == NULL || r->key == 0) return;
   kslot_t *k = map_find(pf, r->key);
   /* the slot stays (no tombstones needed): a NULL region is "unknown" */
-  if (k != NULL && k->r == r) k->r = NULL;
+  if (k != NULL && k->r == r) {
+    k->r = NULL;
+    if (r->freed || r->uses > 0) k->life = r->uses; /* the region born next in its place lives as long */
+  }
 }
 
 /* ---- the wait ---------------------------------------------------------------- */
@@ -338,6 +350,7 @@ void _mt_prefetch_begin(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n
     }
     /* its use now, before the residency that follows asks for its next */
     if (pf->reuse != NULL) (void)_mt_reuse_use(pf->reuse, r->key);
+    r->uses++;
     if (r->kind == REG_SMALL) continue; /* always resident: nothing to prefetch */
     if (pf->lead != NULL && r->ndevice < r->nchunks && fetched_late(r)) _mt_lead_late(pf->lead, r->key);
     pf->regs[m++] = (mt_pred_region_t){r->key, r->size};
@@ -405,6 +418,11 @@ void _mt_prefetch_launch(mt_pager_t *p, mt_handle_t s) {
   if (lack > 0) _mt_write_behind(p, lack < p->budget / 4 ? lack : p->budget / 4);
   /* NVMe -> host further ahead, so that the fetches above find host copies */
   _mt_ra_launch(p, pf->ops, pf->pred, id);
+}
+
+bool _mt_prefetch_spent(mt_pager_t *p, const mt_region_t *r) {
+  kslot_t *k = p->pf != NULL && r->key != 0 ? map_find(p->pf, r->key) : NULL;
+  return k != NULL && k->life > 0 && r->uses >= k->life;
 }
 
 mt_region_t *_mt_prefetch_region(mt_pager_t *p, uint64_t key) {

@@ -84,7 +84,7 @@ static bool wb_pick(mt_policy_node_t *nd, void *arg) {
   mt_chunk_t *c = _mt_chunk_of(nd);
   mt_region_t *r = c->region;
   if (!c->dirty || c->clean_batch != 0 || r->escaped || r->freed || r->epoch == w->p->epoch ||
-      c->epoch == w->p->epoch || _mt_region_held(w->p, r, false))
+      c->epoch == w->p->epoch || _mt_region_held(w->p, r, false) || _mt_prefetch_spent(w->p, r))
     return false;
   w->out[w->n++] = c;
   return w->n >= w->max; /* true ends the walk */
