@@ -165,6 +165,7 @@ int _mt_copy_wait(mt_pager_t *p, uintptr_t dst, uintptr_t src, size_t n, mt_hand
 typedef struct victim_ctx {
   mt_pager_t *p;
   bool wait;  /* second pass: accept held chunks (we will wait for them) */
+  bool spent; /* accept dirty chunks of spent regions (_mt_prefetch_spent) */
 } victim_ctx_t;
 
 bool _mt_region_held(mt_pager_t *p, mt_region_t *r, bool wait) {
@@ -185,6 +186,9 @@ static bool eligible(mt_policy_node_t *n, void *arg) {
   /* During a capture no copy may be waited for (graph.c): clean chunks only. */
   if (_mt_capture_active(v->p) && (c->dirty || (c->host_addr == 0 && c->nv == NULL))) return false;
   if (v->wait) return true;
+  /* probably dead data (its region past its last use, not yet freed):
+   * copying it out is wasted, and the free gives its memory back soon */
+  if (!v->spent && c->dirty && _mt_prefetch_spent(v->p, r)) return false;
   return !_mt_region_held(v->p, r, false);
 }
 
@@ -238,9 +242,14 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
     mt_chunk_t *batch[EVICT_BATCH];
     int n = 0;
     size_t freed = 0;
-    victim_ctx_t vc = {p, false};
+    victim_ctx_t vc = {p, false, false};
     while (n < EVICT_BATCH && p->used - freed + need > p->budget) {
       mt_policy_node_t *node = p->pol_ops->victim(p->pol, eligible, &vc);
+      if (node == NULL && !vc.wait) { /* only spent chunks are free to go: they go */
+        vc.spent = true;
+        node = p->pol_ops->victim(p->pol, eligible, &vc);
+        vc.spent = false;
+      }
       /* nothing free to evict, and the host may wait for the GPU */
       const bool stuck = node == NULL && !vc.wait && may_wait && !_mt_capture_active(p);
       if (stuck && p->pending && !reaped) {

@@ -1,0 +1,130 @@
+/* Description: spent regions (prefetch.c, _mt_prefetch_spent): a live
+ * region used by as many launches as the last region with its key was
+ * before the application freed it holds probably dead data, so eviction
+ * takes other chunks first (pager.c, eligible) and write-behind none of
+ * it (writebehind.c), on the virtual-clock device.
+ *
+ * dead_data_is_evicted_last: three 2 MiB chunks of budget. Each iteration
+ * a buffer T is born, written by one launch and read by a second, and
+ * freed only after three long-lived weights W1..W3 have been used in turn.
+ * No period is learned in three iterations, so next-use eviction is LRU:
+ * at W3's launch T is the coldest chunk. In the first iteration nothing is
+ * known of T's key and T is copied out; in later ones its key's last life
+ * ended after two launches, T has had two, and W1 goes instead: T is
+ * freed on the device, its dead bytes never copied.
+ *
+ * only_spent_chunks_left_still_go: when the spent chunk is the only one a
+ * launch may evict, it is evicted (the preference never makes a footprint
+ * fail to fit). */
+#include <criterion/criterion.h>
+
+#include "device_virtual.h"
+#include "internal.h"
+#include "pager.h"
+#include "pager_internal.h"
+
+#define MiB ((size_t)1 << 20)
+#define ITERS 3
+
+typedef struct kern {
+  mt_device_t *d;
+} kern_t;
+
+static int run(void *ctx) {
+  kern_t *k = ctx;
+  return _mt_vdev_kernel(k->d, 0, 1000000);
+}
+
+/* One launch on stream 0 writing every region it names, then a wait for
+ * it, so that no chunk is held by queued work when the next one needs room. */
+static void launch(mt_pager_t *p, mt_device_t *d, uintptr_t *a, size_t n, uint64_t func) {
+  kern_t k = {d};
+  bool w[4] = {true, true, true, true};
+  pthread_mutex_lock(&p->lock);
+  int rc = _mt_launch_regions(p, a, w, n, 0, func, run, &k, "test launch");
+  pthread_mutex_unlock(&p->lock);
+  cr_assert_eq(rc, 0);
+  mt_handle_t e;
+  cr_assert_eq(d->ops->event_create(d, &e), 0);
+  cr_assert_eq(d->ops->event_record(d, e, 0), 0);
+  cr_assert_eq(d->ops->event_sync(d, e), 0);
+  d->ops->event_destroy(d, e);
+}
+
+static uint8_t state_of(mt_pager_t *p, uintptr_t a) {
+  pthread_mutex_lock(&p->lock);
+  mt_region_t *r = _mt_region_of(p, a);
+  uint8_t st = r->chunks[0].state;
+  pthread_mutex_unlock(&p->lock);
+  return st;
+}
+
+/* volatile: a static only ever stored to may be optimised away, and the
+ * pager would then be a leak to LeakSanitizer */
+static mt_pager_t *volatile kept;
+
+/* A pager of `chunks` 2 MiB chunks on the virtual clock, next-use
+ * eviction, demand fetching, the handoff off, installed as the library's. */
+static mt_pager_t *start(mt_device_t **d, size_t chunks) {
+  mt_vdev_config_t vc = {.gpu_mem = 64 * MiB, .h2d_bw = 1e9, .d2h_bw = 1e9, .unmap_syncs = true};
+  *d = _mt_vdev_new(&vc);
+  cr_assert_not_null(*d);
+  mt_pager_config_t pc = {.budget = chunks * 2 * MiB, .host_budget = 64 * MiB, .chunk = 2 * MiB,
+                          .small_limit = 4096, .policy = "nextuse", .predictor = "none", .handoff = 2};
+  mt_pager_t *p;
+  cr_assert_eq(_mt_pager_create(*d, &pc, &p), 0);
+  _mt_pager_install(p);
+  return p;
+}
+
+static void stop(mt_pager_t *p) {
+  kept = p;
+  __atomic_store_n(&_mt_pager, NULL, __ATOMIC_RELEASE);
+}
+
+Test(spent_pager, dead_data_is_evicted_last) {
+  mt_device_t *d;
+  mt_pager_t *p = start(&d, 3);
+  uintptr_t w[3];
+  for (int i = 0; i < 3; i++) cr_assert_eq(_mt_alloc(2 * MiB, &w[i]), 0);
+  for (int it = 0; it < ITERS; it++) {
+    uintptr_t t;
+    cr_assert_eq(_mt_alloc(2 * MiB, &t), 0);
+    launch(p, d, &t, 1, 100); /* T written */
+    launch(p, d, &t, 1, 101); /* T read: its last use */
+    for (int i = 0; i < 3; i++) launch(p, d, &w[i], 1, 200 + (uint64_t)i);
+    pthread_mutex_lock(&p->lock);
+    bool spent = _mt_prefetch_spent(p, _mt_region_of(p, t));
+    pthread_mutex_unlock(&p->lock);
+    if (it == 0) {
+      cr_assert(!spent, "no region with T's key has died yet");
+      cr_assert_eq(state_of(p, t), CH_HOST, "iteration 0: T, the coldest, was evicted");
+      cr_assert_eq(state_of(p, w[0]), CH_DEVICE);
+    } else {
+      cr_assert(spent, "iteration %d: T has had as many uses as its key's last life", it);
+      cr_assert_eq(state_of(p, t), CH_DEVICE, "iteration %d: T (spent) stays, its bytes not copied", it);
+      cr_assert_eq(state_of(p, w[0]), CH_HOST, "iteration %d: W1 went instead", it);
+    }
+    cr_assert_eq(_mt_free(t, 0, false), 0);
+  }
+  stop(p);
+}
+
+Test(spent_pager, only_spent_chunks_left_still_go) {
+  mt_device_t *d;
+  mt_pager_t *p = start(&d, 2);
+  uintptr_t w[2];
+  for (int i = 0; i < 2; i++) cr_assert_eq(_mt_alloc(2 * MiB, &w[i]), 0);
+  for (int it = 0; it < 2; it++) {
+    uintptr_t t;
+    cr_assert_eq(_mt_alloc(2 * MiB, &t), 0);
+    launch(p, d, &t, 1, 100);
+    launch(p, d, &w[0], 1, 200);
+    /* W1 and W2 at once: W1 is resident and in the footprint, so the only
+     * chunk to evict is T, spent from the second iteration on */
+    launch(p, d, w, 2, 201);
+    cr_assert_eq(state_of(p, t), CH_HOST, "iteration %d: T went, spent or not", it);
+    cr_assert_eq(_mt_free(t, 0, false), 0);
+  }
+  stop(p);
+}
