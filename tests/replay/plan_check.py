@@ -8,8 +8,11 @@ CONF is the replay test's small model (13,155,328 parameters, fp32).
   - on 40 MiB of GPU, 1 GiB of host memory it prints a plan (exit 0): the
     JSON lists the replayed candidates fastest first, each with tokens/s
     above 0, a share of its ideal in (0, 100], a known binding resource and
-    micro-batch x accumulation within --max-step-tokens; the text names
-    the MT_* settings, the training flags and the next best;
+    micro-batch x accumulation within --max-step-tokens, its MT_PREDICTOR,
+    and for the winner alone the MT_POLICY and MT_HANDOFF that replayed
+    fastest; the text names the MT_* settings (MT_POLICY and MT_HANDOFF
+    only where they are not the defaults), the training flags and the
+    next best;
   - with 16 MiB of host memory and 16 MiB of NVMe the weights (52.6 MB)
     and the smallest state do not fit: exit 1, "does not fit", the
     resource, and the shortfall in GB;
@@ -52,11 +55,21 @@ check(all(p["tokens_per_step"] <= 4096 and p["tokens_per_step"] == p["micro_batc
           for p in plans), "tokens per step = micro-batch x accumulation x 64, at most --max-step-tokens")
 check(all(p["predictor"] in ("correlation", "none") for p in plans),
       "each names the MT_PREDICTOR setting its replay won with")
+check(bool(plans) and plans[0]["policy"] in ("nextuse", "lru") and plans[0]["handoff"] in ("auto", "on", "off"),
+      "the winner names the MT_POLICY and MT_HANDOFF it replayed fastest with")
+check(all(p["policy"] == "nextuse" and p["handoff"] == "auto" for p in plans[1:]),
+      "the others were replayed at the library's defaults (only the winner is tuned)")
 t = run(*base)
 check(t.returncode == 0 and "MT_MAX_VRAM=41943040" in t.stdout and "training flags:" in t.stdout
       and "next best:" in t.stdout, "the text names MT_* settings, training flags and the next best")
 check(t.returncode == 0 and "MT_PREDICTOR=" + plans[0]["predictor"] in t.stdout if plans else False,
       "the text's MT_PREDICTOR is the best replay's")
+if plans:
+    pol, ho = plans[0]["policy"], plans[0]["handoff"]
+    check(("MT_POLICY=" + pol in t.stdout) == (pol != "nextuse") and "MT_POLICY=nextuse" not in t.stdout
+          and ("MT_HANDOFF=" + ho in t.stdout) == (ho != "auto") and "MT_HANDOFF=auto" not in t.stdout,
+          "the text sets MT_POLICY / MT_HANDOFF only where the winner's differ from the defaults (%s, %s)"
+          % (pol, ho))
 
 r = run("plan", "--model", conf, "--gpu-mem", "40M", "--host-mem", "16M", "--nvme-mem", "16M", "--pcie-bw", "25G",
         "--nvme-read-bw", "3G", "--nvme-write-bw", "2G")

@@ -32,7 +32,8 @@
  * from 2 to 256 MiB (chunk_for), access-aware writes, --iterations
  * steps, the last one measured; each twice, with the correlation
  * predictor and with demand paging, see replay), and the fastest replay
- * wins. Host memory
+ * wins; the winner is replayed three more times, with MT_POLICY=lru and
+ * MT_HANDOFF on and off (tune), and keeps the fastest. Host memory
  * is split: the pager's host tier gets the weights (plus spill and
  * accumulated gradients) and a margin, the optimizer's state the rest;
  * what does not fit goes through NVMe (--nvme-mem of it).
@@ -86,6 +87,8 @@ typedef struct cand {
   int bind;
   uint64_t peak_host, peak_nvme;
   bool demand;                /* MT_PREDICTOR=none replayed faster than the correlation predictor */
+  const char *policy;         /* MT_POLICY, MT_HANDOFF: the library's defaults, or (the winner */
+  const char *handoff;        /* only, tune()) a value that replayed faster */
 } cand_t;
 
 
@@ -113,8 +116,9 @@ static void usage(FILE *f) {
           "gradient accumulation, activation checkpointing, optimizer placement and state\n"
           "compression, bounds each by its busiest resource, replays the best few through\n"
           "mtalloc's pager on the virtual clock (mt-trace replay; each with the correlation\n"
-          "predictor and with demand paging, MT_PREDICTOR), and prints the winner as\n"
-          "MT_* settings and training flags, its tokens/s and share of the compute-bound\n"
+          "predictor and with demand paging, MT_PREDICTOR; the winner also with LRU\n"
+          "eviction and the handoff on and off, MT_POLICY and MT_HANDOFF), and prints the\n"
+          "winner as MT_* settings and training flags, its tokens/s and share of the compute-bound\n"
           "ideal, the resource that binds, and why the next best lose. A progress bar goes\n"
           "to stderr when it is a terminal.\n"
           "\n"
@@ -257,8 +261,9 @@ static uint64_t chunk_for(uint64_t gpu, uint64_t act) {
   return c;
 }
 
-/* One replay of c's trace with MT_PREDICTOR=pred; fills c's replay
- * fields (step_s < 0: the replay failed, why in c->why). */
+/* One replay of c's trace with MT_PREDICTOR=pred and c's policy and
+ * handoff; fills c's replay fields (step_s < 0: the replay failed, why in
+ * c->why). */
 static void replay_with(plan_t *p, cand_t *c, const char *pred) {
   char path[512], gpu[32], host[32], om[32], nv[32], pcie[32], rd[32], wr[32], rate[32], ch[32];
   trace_path(p, c, false, path, sizeof path);
@@ -277,7 +282,8 @@ static void replay_with(plan_t *p, cand_t *c, const char *pred) {
   const char *args[] = {p->self, "replay", path, "--gpu-mem", gpu, "--host-mem", host, "--host-opt-mem", om,
                         "--chunk", ch, "--pcie-bw", pcie, "--nvme-read-bw", rd,
                         "--nvme-write-bw", wr, "--host-opt-gparams-per-s", rate, "--predictor", pred,
-                        "--writes", "aware", "--no-belady", "--json", tier ? "--nvme-mem" : NULL, nv, NULL};
+                        "--writes", "aware", "--no-belady", "--json", "--policy", c->policy,
+                        "--handoff", c->handoff, tier ? "--nvme-mem" : NULL, nv, NULL};
   static char out[1 << 16];
   int rc = plan_child(p->self, p->dir, args, out, sizeof out);
   c->step_s = -1;
@@ -303,6 +309,8 @@ static void replay_with(plan_t *p, cand_t *c, const char *pred) {
  * replayed at 424 tokens/s, the best with the predictor at 385. */
 static int replay(plan_t *p, cand_t *c) {
   c->replayed = true;
+  c->policy = "nextuse";
+  c->handoff = "auto";
   replay_with(p, c, "correlation");
   cand_t d = *c;
   replay_with(p, &d, "none");
@@ -312,6 +320,22 @@ static int replay(plan_t *p, cand_t *c) {
   }
   c->failed = c->step_s <= 0;
   return 0;
+}
+
+/* The winner's MT_POLICY and MT_HANDOFF: each other value replayed with
+ * its predictor, the fastest kept. Only the winner: every candidate
+ * would be four more replays each, and the defaults are what the G10
+ * table measured best (README); on the 100B row of plan_table.py they
+ * are also best here (LRU 17% slower, the handoff off 3%). */
+static void tune(plan_t *p, cand_t *c) {
+  static const char *const alt[][2] = {{"lru", "auto"}, {"nextuse", "on"}, {"nextuse", "off"}};
+  for (size_t i = 0; i < sizeof alt / sizeof alt[0]; i++) {
+    cand_t t = *c;
+    t.policy = alt[i][0];
+    t.handoff = alt[i][1];
+    replay_with(p, &t, c->demand ? "none" : "correlation");
+    if (t.step_s > 0 && t.step_s < c->step_s) *c = t;
+  }
 }
 
 static double tps(const cand_t *c) { return c->replayed && !c->failed ? (double)c->tokens / c->step_s : 0; }
@@ -352,9 +376,12 @@ static void diversify(plan_t *p) {
 }
 
 static void describe(const cand_t *c, char *buf, size_t n) {
-  snprintf(buf, n, "micro_batch %u x grad_accum %u (%llu tokens/step), checkpoint %s, optimizer %s, state %s, "
-           "predictor %s", c->mb, c->ga, (unsigned long long)c->tokens, c->ckpt ? "every layer" : "off",
-           c->host ? "host" : "gpu", PLAN_COMP[c->comp], c->demand ? "none" : "correlation");
+  int k = snprintf(buf, n, "micro_batch %u x grad_accum %u (%llu tokens/step), checkpoint %s, optimizer %s, "
+                   "state %s, predictor %s", c->mb, c->ga, (unsigned long long)c->tokens,
+                   c->ckpt ? "every layer" : "off", c->host ? "host" : "gpu", PLAN_COMP[c->comp],
+                   c->demand ? "none" : "correlation");
+  if (k > 0 && (size_t)k < n && (strcmp(c->policy, "nextuse") != 0 || strcmp(c->handoff, "auto") != 0))
+    snprintf(buf + k, n - (size_t)k, ", policy %s, handoff %s", c->policy, c->handoff);
 }
 
 static void print_text(const plan_t *p, unsigned replayed) {
@@ -376,6 +403,8 @@ static void print_text(const plan_t *p, unsigned replayed) {
   printf("settings:\n  MT_MAX_VRAM=%llu MT_MAX_HOST=%llu MT_CHUNK=%llu MT_PREDICTOR=%s",
          (unsigned long long)p->gpu, (unsigned long long)(b->pager_host + (b->host ? b->opt_host : 0)),
          (unsigned long long)chunk_for(p->gpu, b->act), b->demand ? "none" : "correlation");
+  if (strcmp(b->policy, "nextuse") != 0) printf(" MT_POLICY=%s", b->policy);
+  if (strcmp(b->handoff, "auto") != 0) printf(" MT_HANDOFF=%s", b->handoff);
   if (b->host) printf(" MT_OPTIMIZER=host MT_OPTIMIZER_COMPRESSION=%s", PLAN_COMP[b->comp]);
   if (b->spills || b->state_nvme) printf(" MT_OFFLOAD_DIR=<the NVMe RAID's folder>");
   printf("\n");
@@ -407,13 +436,14 @@ static void print_json(const plan_t *p, unsigned replayed) {
            "\"pct_of_ideal\":%.2f,\"binding\":\"%s\",\"busy_gpu\":%.4f,\"busy_h2d\":%.4f,\"busy_d2h\":%.4f,"
            "\"busy_nvme\":%.4f,\"busy_host_opt\":%.4f,\"peak_host_bytes\":%llu,\"peak_nvme_bytes\":%llu,"
            "\"mt_max_host\":%llu,\"host_opt_mem\":%llu,\"params\":%llu,\"step_s\":%.6f,\"bound_s\":%.6f,"
-           "\"bound_binding\":\"%s\",\"predictor\":\"%s\"}",
+           "\"bound_binding\":\"%s\",\"predictor\":\"%s\",\"policy\":\"%s\",\"handoff\":\"%s\"}",
            i ? "," : "", c->mb, c->ga, c->ckpt, c->host ? "host" : "gpu", PLAN_COMP[c->comp],
            (unsigned long long)c->tokens, c->failed ? "true" : "false", tps(c), ideal_tps(c),
            100 * tps(c) / ideal_tps(c), PLAN_RES[c->bind], c->busy[R_GPU], c->busy[R_H2D], c->busy[R_D2H],
            c->busy[R_NVME], c->busy[R_POOL], (unsigned long long)c->peak_host, (unsigned long long)c->peak_nvme,
            (unsigned long long)c->pager_host, (unsigned long long)c->opt_host, (unsigned long long)c->params,
-           c->step_s, c->bound_s, PLAN_RES[c->bound_res], c->demand ? "none" : "correlation");
+           c->step_s, c->bound_s, PLAN_RES[c->bound_res], c->demand ? "none" : "correlation", c->policy,
+           c->handoff);
   }
   printf("]}\n");
 }
@@ -577,7 +607,7 @@ int mt_cmd_plan(int argc, char **argv) {
             p.n++;
           }
   int rc = 0;
-  unsigned total = p.n + p.top, done = 0;
+  unsigned total = p.n + p.top, done = 0; /* tune()'s three replays at the end are not counted */
   uint64_t seq = p.seq;
   for (unsigned i = 0; i < p.n && rc == 0; i++) {
     cand_t *x = &p.c[i];
@@ -629,6 +659,7 @@ int mt_cmd_plan(int argc, char **argv) {
   }
   mt_progress_end();
   qsort(p.c, nr, sizeof p.c[0], by_replay);
+  if (!p.c[0].failed && p.c[0].replayed) tune(&p, &p.c[0]);
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) fprintf(stderr, WHO ": could not remove %s\n", dir);
