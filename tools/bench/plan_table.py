@@ -41,8 +41,8 @@ rows = [("7B", "7b", "H200, 512 GiB, 4 NVMe", {}),
         ("100B", "100b", "one NVMe drive (6.75 / 2.75 GB/s)", {"--nvme-read-bw": "6.75G", "--nvme-write-bw": "2.75G"}),
         ("100B", "100b", "uncompressed state", {"--state-compression": "none"})]
 
-print("| model | machine | best configuration | tokens/s | % of ideal | binding (busy) | peak host | peak NVMe | plan wall |")
-print("|---|---|---|---:|---:|---|---:|---:|---:|")
+print("| model | machine | best configuration | settings | tokens/s | % of ideal | binding (busy) | peak host | peak NVMe | plan wall |")
+print("|---|---|---|---|---:|---:|---|---:|---:|---:|")
 for name, conf, machine, change in rows:
     opts = dict(BASE, **change)
     args = [a.mt_trace, "plan", "--model", os.path.join(models, conf + ".conf"), "--json"]
@@ -55,15 +55,20 @@ for name, conf, machine, change in rows:
     with open(os.path.join(a.work, "".join(ch if ch.isalnum() else "_" for ch in tag) + ".json"), "w") as f:
         f.write(r.stdout if r.returncode == 0 else r.stderr)
     if r.returncode != 0:
-        print("| %s | %s | %s | | | | | | %.0f s |" % (name, machine, r.stderr.strip().replace("|", "/"), wall))
+        print("| %s | %s | %s | | | | | | | %.0f s |" % (name, machine, r.stderr.strip().replace("|", "/"), wall))
         sys.stdout.flush()
         continue
     b = json.loads(r.stdout)["plans"][0]
     cfg = "mb %d x ga %d, ckpt %s, %s optimizer, %s state" % (
         b["micro_batch"], b["grad_accum"], "every layer" if b["checkpoint"] else "off", b["optimizer"], b["state"])
+    mt = ["MT_PREDICTOR=" + b["predictor"]]
+    if b.get("policy", "nextuse") != "nextuse":
+        mt.append("MT_POLICY=" + b["policy"])
+    if b.get("handoff", "auto") != "auto":
+        mt.append("MT_HANDOFF=" + b["handoff"])
     busy = {"GPU compute": "busy_gpu", "host link (host to GPU)": "busy_h2d", "host link (GPU to host)": "busy_d2h",
             "NVMe": "busy_nvme", "host optimizer": "busy_host_opt"}[b["binding"]]
-    print("| %s | %s | %s | %.0f | %.1f%% | %s (%.0f%%) | %.0f GB | %.0f GB | %.0f s |" % (
-        name, machine, cfg, b["tokens_per_s"], b["pct_of_ideal"], b["binding"], 100 * b[busy],
+    print("| %s | %s | %s | %s | %.0f | %.1f%% | %s (%.0f%%) | %.0f GB | %.0f GB | %.0f s |" % (
+        name, machine, cfg, ", ".join(mt), b["tokens_per_s"], b["pct_of_ideal"], b["binding"], 100 * b[busy],
         b["peak_host_bytes"] / 1e9, b["peak_nvme_bytes"] / 1e9, wall))
     sys.stdout.flush()
