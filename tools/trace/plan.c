@@ -87,6 +87,9 @@ typedef struct cand {
   int bind;
   uint64_t peak_host, peak_nvme;
   bool demand;                /* MT_PREDICTOR=none replayed faster than the correlation predictor */
+  double wall_s;              /* how long its (last) replay ran */
+  char cut[96];               /* tune(): the settings whose replays were cut off ("" none) */
+  double cut_s;               /* after this many seconds */
   const char *policy;         /* MT_POLICY, MT_HANDOFF: the library's defaults, or (the winner */
   const char *handoff;        /* only, tune()) a value that replayed faster */
 } cand_t;
@@ -264,7 +267,7 @@ static uint64_t chunk_for(uint64_t gpu, uint64_t act) {
 /* One replay of c's trace with MT_PREDICTOR=pred and c's policy and
  * handoff; fills c's replay fields (step_s < 0: the replay failed, why in
  * c->why). */
-static void replay_with(plan_t *p, cand_t *c, const char *pred) {
+static void replay_with(plan_t *p, cand_t *c, const char *pred, double limit_s) {
   char path[512], gpu[32], host[32], om[32], nv[32], pcie[32], rd[32], wr[32], rate[32], ch[32];
   trace_path(p, c, false, path, sizeof path);
   snprintf(gpu, sizeof gpu, "%llu", (unsigned long long)p->gpu);
@@ -285,8 +288,12 @@ static void replay_with(plan_t *p, cand_t *c, const char *pred) {
                         "--writes", "aware", "--no-belady", "--json", "--policy", c->policy,
                         "--handoff", c->handoff, tier ? "--nvme-mem" : NULL, nv, NULL};
   static char out[1 << 16];
-  int rc = plan_child(p->self, p->dir, args, out, sizeof out);
+  int rc = plan_child_timed(p->self, p->dir, args, out, sizeof out, limit_s, &c->wall_s);
   c->step_s = -1;
+  if (rc == -2) {
+    snprintf(c->why, sizeof c->why, "the replay ran past %.0f s", limit_s);
+    return;
+  }
   if (rc != 0) {
     plan_last_error(p->dir, c->why, sizeof c->why);
     return;
@@ -311,9 +318,9 @@ static int replay(plan_t *p, cand_t *c) {
   c->replayed = true;
   c->policy = "nextuse";
   c->handoff = "auto";
-  replay_with(p, c, "correlation");
+  replay_with(p, c, "correlation", 0);
   cand_t d = *c;
-  replay_with(p, &d, "none");
+  replay_with(p, &d, "none", 0);
   if (d.step_s > 0 && (c->step_s <= 0 || d.step_s < c->step_s)) {
     *c = d;
     c->demand = true;
@@ -329,12 +336,31 @@ static int replay(plan_t *p, cand_t *c) {
  * are also best here (LRU 17% slower, the handoff off 3%). */
 static void tune(plan_t *p, cand_t *c) {
   static const char *const alt[][2] = {{"lru", "auto"}, {"nextuse", "on"}, {"nextuse", "off"}};
+  /* A setting may make the replay itself slow where it cannot win: with
+   * the handoff on the host is never held back by a freed buffer, and on
+   * the virtual clock (no launch queue to fill) it runs a whole trace
+   * ahead, with every freed region pending (7B, 64 micro-batches: over
+   * five minutes). Such a replay is cut off and its setting not chosen,
+   * though its virtual step might have been faster: the plan says so. */
+  double limit = fmax(30, 4 * c->wall_s);
   for (size_t i = 0; i < sizeof alt / sizeof alt[0]; i++) {
     cand_t t = *c;
     t.policy = alt[i][0];
     t.handoff = alt[i][1];
-    replay_with(p, &t, c->demand ? "none" : "correlation");
-    if (t.step_s > 0 && t.step_s < c->step_s) *c = t;
+    replay_with(p, &t, c->demand ? "none" : "correlation", limit);
+    if (t.step_s <= 0 && t.wall_s >= limit) {
+      size_t k = strlen(c->cut);
+      snprintf(c->cut + k, sizeof c->cut - k, "%s%s", k ? " " : "",
+               strcmp(t.policy, "nextuse") != 0 ? "MT_POLICY=lru" : strcmp(t.handoff, "on") == 0 ? "MT_HANDOFF=on"
+                                                                                        : "MT_HANDOFF=off");
+      c->cut_s = limit;
+    }
+    if (t.step_s > 0 && t.step_s < c->step_s) {
+      char cut[sizeof c->cut];
+      memcpy(cut, c->cut, sizeof cut);
+      *c = t;
+      memcpy(c->cut, cut, sizeof cut);
+    }
   }
 }
 
@@ -408,6 +434,8 @@ static void print_text(const plan_t *p, unsigned replayed) {
   if (b->host) printf(" MT_OPTIMIZER=host MT_OPTIMIZER_COMPRESSION=%s", PLAN_COMP[b->comp]);
   if (b->spills || b->state_nvme) printf(" MT_OFFLOAD_DIR=<the NVMe RAID's folder>");
   printf("\n");
+  if (b->cut[0])
+    printf("  (not measured: %s, whose replay ran past %.0f s and was stopped)\n", b->cut, b->cut_s);
   if (b->host)
     printf("  (MT_MAX_HOST holds the host optimizer's memory too: %.1f GB of it here; the state that does\n"
            "  not fit goes to MT_OFFLOAD_DIR, streamed through staging buffers at each step)\n",
@@ -436,14 +464,14 @@ static void print_json(const plan_t *p, unsigned replayed) {
            "\"pct_of_ideal\":%.2f,\"binding\":\"%s\",\"busy_gpu\":%.4f,\"busy_h2d\":%.4f,\"busy_d2h\":%.4f,"
            "\"busy_nvme\":%.4f,\"busy_host_opt\":%.4f,\"peak_host_bytes\":%llu,\"peak_nvme_bytes\":%llu,"
            "\"mt_max_host\":%llu,\"host_opt_mem\":%llu,\"params\":%llu,\"step_s\":%.6f,\"bound_s\":%.6f,"
-           "\"bound_binding\":\"%s\",\"predictor\":\"%s\",\"policy\":\"%s\",\"handoff\":\"%s\"}",
+           "\"bound_binding\":\"%s\",\"predictor\":\"%s\",\"policy\":\"%s\",\"handoff\":\"%s\",\"not_measured\":\"%s\"}",
            i ? "," : "", c->mb, c->ga, c->ckpt, c->host ? "host" : "gpu", PLAN_COMP[c->comp],
            (unsigned long long)c->tokens, c->failed ? "true" : "false", tps(c), ideal_tps(c),
            100 * tps(c) / ideal_tps(c), PLAN_RES[c->bind], c->busy[R_GPU], c->busy[R_H2D], c->busy[R_D2H],
            c->busy[R_NVME], c->busy[R_POOL], (unsigned long long)c->peak_host, (unsigned long long)c->peak_nvme,
            (unsigned long long)c->pager_host, (unsigned long long)c->opt_host, (unsigned long long)c->params,
            c->step_s, c->bound_s, PLAN_RES[c->bound_res], c->demand ? "none" : "correlation", c->policy,
-           c->handoff);
+           c->handoff, c->cut);
   }
   printf("]}\n");
 }

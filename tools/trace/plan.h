@@ -29,14 +29,18 @@ extern const char *const PLAN_COMP[3];
  * JSON out, into busy[R_COUNT]; returns the busiest (the binding one). */
 int plan_busy(const char *out, double sim, double *busy);
 
-/* Runs the executable self with args (NULL-terminated), its stdout into out
- * (NUL-terminated, truncated to cap), its stderr into DIR/stderr (see
- * plan_last_error). Returns the exit status, or -1 when it could not run. */
 /* Its own executable (the replays run as child processes of it) into
  * self[0..cap), and a scratch folder made from the mkdtemp template dir.
  * 0, or 1 after a message naming the command. */
 int plan_setup(char *self, size_t cap, char *dir);
+/* Runs the executable self with args (NULL-terminated), its stdout into out
+ * (NUL-terminated, truncated to cap), its stderr into DIR/stderr (see
+ * plan_last_error). Returns the exit status, or -1 when it could not run. */
 int plan_child(const char *self, const char *dir, const char *const *args, char *out, size_t cap);
+/* The same, the child killed once it has run limit_s seconds (0: no limit),
+ * then -2; wall_s (may be NULL) gets how long it ran. */
+int plan_child_timed(const char *self, const char *dir, const char *const *args, char *out, size_t cap,
+                     double limit_s, double *wall_s);
 
 /* The last non-empty line the last child wrote to stderr, into buf ("" if none). */
 void plan_last_error(const char *dir, char *buf, size_t n);

@@ -9,7 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "plan.h"
@@ -46,6 +50,18 @@ int plan_parse_bw(const char *s, double *out) {
 }
 
 int plan_child(const char *self, const char *dir, const char *const *args, char *out, size_t cap) {
+  return plan_child_timed(self, dir, args, out, cap, 0, NULL);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int plan_child_timed(const char *self, const char *dir, const char *const *args, char *out, size_t cap,
+                     double limit_s, double *wall_s) {
+  double t0 = now_s();
   int fd[2];
   if (pipe(fd) < 0) return -1;
   pid_t pid = fork();
@@ -67,14 +83,33 @@ int plan_child(const char *self, const char *dir, const char *const *args, char 
   }
   close(fd[1]);
   size_t len = 0;
-  ssize_t k;
-  while ((k = read(fd[0], out + len, cap - 1 - len)) > 0) len += (size_t)k;
-  out[len] = '\0';
   char sink[4096];
-  while (read(fd[0], sink, sizeof sink) > 0) {}
+  bool late = false;
+  for (;;) {
+    if (limit_s > 0) { /* the child's output, until it ends or its time is up */
+      double left = limit_s - (now_s() - t0);
+      struct pollfd pf = {.fd = fd[0], .events = POLLIN};
+      int r = left > 0 ? poll(&pf, 1, (int)(left * 1000) + 1) : 0;
+      if (r == 0) {
+        late = true;
+        kill(pid, SIGKILL);
+        break;
+      }
+      if (r < 0 && errno == EINTR) continue;
+    }
+    ssize_t k = len + 1 < cap ? read(fd[0], out + len, cap - 1 - len) : read(fd[0], sink, sizeof sink);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    if (len + 1 < cap) len += (size_t)k;
+  }
+  out[len] = '\0';
   close(fd[0]);
   int st;
-  if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return -1;
+  pid_t w;
+  while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR) {}
+  if (wall_s) *wall_s = now_s() - t0;
+  if (late) return -2;
+  if (w != pid || !WIFEXITED(st)) return -1;
   return WEXITSTATUS(st);
 }
 
