@@ -293,6 +293,11 @@ void _mt_stream_mark(mt_pager_t *p, uint32_t si);
  * -errno. A step waits for the GPU to get a little further, not for a
  * chunk's last use, which may be the end of the queue. */
 int _mt_stream_step(mt_pager_t *p);
+/* A value that changes whenever work on some stream is newly complete:
+ * checkpoints popped (streams_gen) or passed and not popped yet (queried
+ * here, oldest first: they pass in order). No wait, no state change; not
+ * during a capture (it queries events). */
+uint64_t _mt_streams_progress(mt_pager_t *p);
 /* Whether an event can be recorded on stream si from this thread now (not
  * retired, not another thread's per-thread stream, not capturing); its
  * handle in *h. */
@@ -440,6 +445,8 @@ struct mt_pager {
   /* streams.c */
   mt_stream_ent_t **streams; /* index -> entry; [0] unused */
   uint32_t nstreams, cap_streams;
+  uint64_t streams_gen;      /* bumped whenever checkpoints are popped (streams.c) */
+  uint64_t reaped_sig;       /* _mt_streams_progress when the pending list was last walked (alloc.c) */
   mt_handle_t *event_pool;
   size_t nevents, cap_events;
 

@@ -118,6 +118,7 @@ uint64_t _mt_stream_seq(mt_pager_t *p, uint32_t si) {
 /* Drops checkpoints up to and including position k (from head) and notes
  * their completion. */
 static void pop_through(mt_pager_t *p, mt_stream_ent_t *e, unsigned k) {
+  p->streams_gen++;
   for (unsigned i = 0; i <= k; i++) {
     unsigned at = (e->head + i) % RING;
     if (e->cp[at].seq > e->done) e->done = e->cp[at].seq;
@@ -221,6 +222,17 @@ void _mt_streams_fini(mt_pager_t *p) {
   free(p->streams);
   for (size_t i = 0; i < p->nevents; i++) p->dev->ops->event_destroy(p->dev, p->event_pool[i]);
   free(p->event_pool);
+}
+
+uint64_t _mt_streams_progress(mt_pager_t *p) {
+  uint64_t sig = p->streams_gen;
+  for (uint32_t si = 1; si < p->nstreams; si++) {
+    mt_stream_ent_t *e = p->streams[si];
+    unsigned k = 0; /* checkpoints passed, oldest first (they pass in order) */
+    while (k < e->count && p->dev->ops->event_query(p->dev, e->cp[(e->head + k) % RING].ev) == 1) k++;
+    sig = sig * 0x9e3779b97f4a7c15ull + k;
+  }
+  return sig;
 }
 
 int _mt_stream_step(mt_pager_t *p) {
