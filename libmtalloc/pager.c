@@ -261,7 +261,7 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
        * device memory until its free. So:
        * - the first walk takes no dead data;
        * - a dirty victim gives way to the coldest clean chunk, or to dead
-       *   data freed late (README "Spent regions": ViT 78.11 -> 83.27% of
+       *   data freed late (README "What a victim costs": ViT 78.11 -> 83.27% of
        *   ideal, BERT 99.87 -> 100.00%, the others unchanged);
        * - dead data freed soon goes only when nothing else can: its
        *   memory comes back at its free (the 100B step 75.67 -> 73.80 s,

@@ -120,10 +120,10 @@ static void usage(FILE *f) {
           "compression, bounds each by its busiest resource, replays the best few through\n"
           "mtalloc's pager on the virtual clock (mt-trace replay; each with the correlation\n"
           "predictor and with demand paging, MT_PREDICTOR; the winner also with LRU\n"
-          "eviction and the handoff on and off, MT_POLICY and MT_HANDOFF), and prints the\n"
-          "winner as MT_* settings and training flags, its tokens/s and share of the compute-bound\n"
-          "ideal, the resource that binds, and why the next best lose. A progress bar goes\n"
-          "to stderr when it is a terminal.\n"
+          "eviction and the handoff on and off, MT_POLICY and MT_HANDOFF), and prints\n"
+          "the winner as MT_* settings and training flags, its tokens/s and share of the\n"
+          "compute-bound ideal, the resource that binds, and why the next best lose. A\n"
+          "progress bar goes to stderr when it is a terminal.\n"
           "\n"
           "  --model CONF            the model (required)\n"
           "  --gpu-mem SIZE          GPU memory mtalloc may use (MT_MAX_VRAM; required)\n"
@@ -330,18 +330,19 @@ static int replay(plan_t *p, cand_t *c) {
 }
 
 /* The winner's MT_POLICY and MT_HANDOFF: each other value replayed with
- * its predictor, the fastest kept. Only the winner: every candidate
- * would be four more replays each, and the defaults are what the G10
+ * its predictor, the fastest kept. Only the winner: for every candidate
+ * it would be three more replays each, and the defaults are what the G10
  * table measured best (README); on the 100B row of plan_table.py they
  * are also best here (LRU 17% slower, the handoff off 3%). */
 static void tune(plan_t *p, cand_t *c) {
   static const char *const alt[][2] = {{"lru", "auto"}, {"nextuse", "on"}, {"nextuse", "off"}};
-  /* A setting may make the replay itself slow where it cannot win: with
-   * the handoff on the host is never held back by a freed buffer, and on
-   * the virtual clock (no launch queue to fill) it runs a whole trace
-   * ahead, with every freed region pending (7B, 64 micro-batches: over
-   * five minutes). Such a replay is cut off and its setting not chosen,
-   * though its virtual step might have been faster: the plan says so. */
+  /* A setting can make the replay itself slow: with the handoff on the
+   * host is never held back by a freed buffer, and on the virtual clock
+   * (no launch queue to fill) it runs a whole trace ahead with every
+   * freed region pending (7B, 64 micro-batches: 349 s before the pending
+   * walk was gated, alloc.c; 0.7 s now). Such a replay is cut off and its
+   * setting not chosen, though its virtual step might have been faster:
+   * the plan says so. */
   double limit = fmax(30, 4 * c->wall_s);
   for (size_t i = 0; i < sizeof alt / sizeof alt[0]; i++) {
     cand_t t = *c;
