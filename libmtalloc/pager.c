@@ -162,19 +162,10 @@ int _mt_copy_wait(mt_pager_t *p, uintptr_t dst, uintptr_t src, size_t n, mt_hand
 
 /* ---- eviction ------------------------------------------------------------------ */
 
-/* Which dirty chunks a walk of the policy may take (make_room_ex): clean
- * ones it always may. */
-enum {
-  TAKE_ANY = -1,              /* all (MT_POLICY=lru: the baseline, unweighted) */
-  TAKE_LIVE = MT_SPENT_NO,    /* dirty chunks of regions not spent (the first walk) */
-  TAKE_SOON = MT_SPENT_SOON,  /* only dead data freed soon (nothing else could go) */
-  TAKE_LATE = MT_SPENT_LATE,  /* only dead data freed late (instead of a dirty victim) */
-};
-
 typedef struct victim_ctx {
   mt_pager_t *p;
   bool wait;  /* second pass: accept held chunks (we will wait for them) */
-  int take;   /* TAKE_*: which dirty chunks */
+  bool spent; /* accept dirty chunks of spent regions (_mt_prefetch_spent) */
 } victim_ctx_t;
 
 bool _mt_region_held(mt_pager_t *p, mt_region_t *r, bool wait) {
@@ -195,7 +186,9 @@ static bool eligible(mt_policy_node_t *n, void *arg) {
   /* During a capture no copy may be waited for (graph.c): clean chunks only. */
   if (_mt_capture_active(v->p) && (c->dirty || (c->host_addr == 0 && c->nv == NULL))) return false;
   if (v->wait) return true;
-  if (v->take != TAKE_ANY && c->dirty && _mt_prefetch_spent(v->p, r) != v->take) return false;
+  /* probably dead data (its region past its last use, not yet freed):
+   * copying it out is wasted, and the free gives its memory back soon */
+  if (!v->spent && c->dirty && _mt_prefetch_spent(v->p, r)) return false;
   return !_mt_region_held(v->p, r, false);
 }
 
@@ -249,33 +242,13 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
     mt_chunk_t *batch[EVICT_BATCH];
     int n = 0;
     size_t freed = 0;
-    /* next-use eviction weighs what a victim costs (below); LRU does not */
-    const int first = p->pol_ops->uses_due ? TAKE_LIVE : TAKE_ANY;
-    victim_ctx_t vc = {p, false, first};
+    victim_ctx_t vc = {p, false, false};
     while (n < EVICT_BATCH && p->used - freed + need > p->budget) {
       mt_policy_node_t *node = p->pol_ops->victim(p->pol, eligible, &vc);
-      /* What a victim costs (issue 9: "weighted by the cost of bringing
-       * it back"). A dirty victim costs a copy out now and, used again, a
-       * fetch later; a clean one only the fetch. Dead data (dirty chunks
-       * of spent regions, prefetch.c) costs a copy for nothing and holds
-       * device memory until its free. So:
-       * - the first walk takes no dead data;
-       * - a dirty victim gives way to the coldest clean chunk, or to dead
-       *   data freed late (README "What a victim costs": ViT 78.11 -> 83.27% of
-       *   ideal, BERT 99.87 -> 100.00%, the others unchanged);
-       * - dead data freed soon goes only when nothing else can: its
-       *   memory comes back at its free (the 100B step 75.67 -> 73.80 s,
-       *   one NVMe drive's best candidate 190 -> 411 tokens/s). */
-      if (first == TAKE_LIVE && !vc.wait && node == NULL) {
-        vc.take = TAKE_SOON;
+      if (node == NULL && !vc.wait) { /* only spent chunks are free to go: they go */
+        vc.spent = true;
         node = p->pol_ops->victim(p->pol, eligible, &vc);
-        vc.take = TAKE_LIVE;
-      }
-      if (first == TAKE_LIVE && !vc.wait && (node == NULL || _mt_chunk_of(node)->dirty)) {
-        vc.take = TAKE_LATE;
-        mt_policy_node_t *cheaper = p->pol_ops->victim(p->pol, eligible, &vc);
-        vc.take = TAKE_LIVE;
-        if (cheaper != NULL) node = cheaper;
+        vc.spent = false;
       }
       /* nothing free to evict, and the host may wait for the GPU */
       const bool stuck = node == NULL && !vc.wait && may_wait && !_mt_capture_active(p);

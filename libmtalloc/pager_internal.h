@@ -201,14 +201,10 @@ void _mt_prefetch_forget(struct mt_pager *p, struct mt_region *r);
 
 /* Key -> live region (NULL: unknown or gone), for readahead.c. */
 struct mt_region *_mt_prefetch_region(struct mt_pager *p, uint64_t key);
-/* Whether r has been used by as many launches as the last region with its
- * key was before the application freed it: its data is then probably dead
- * (a per-iteration buffer past its last use), and a copy of it wasted.
- * MT_SPENT_SOON: that region was freed within SPENT_SOON launches of its
- * last use (prefetch.c), so r's memory comes back soon; MT_SPENT_LATE:
- * later. */
-enum { MT_SPENT_NO = 0, MT_SPENT_SOON = 1, MT_SPENT_LATE = 2 };
-int _mt_prefetch_spent(struct mt_pager *p, const struct mt_region *r);
+/* True when r has been used by as many launches as the last region with
+ * its key was before the application freed it: its data is probably dead
+ * (a per-iteration buffer past its last use), and a copy of it wasted. */
+bool _mt_prefetch_spent(struct mt_pager *p, const struct mt_region *r);
 
 /* ---- readahead.c -------------------------------------------------------------
  * NVMe -> host reads ahead of the GPU prefetch window (see readahead.c). */
@@ -377,8 +373,7 @@ typedef struct mt_region {
   mt_handle_t pf_event;      /* prefetch.c: recorded after its prefetch copies; 0 = none */
   uint64_t due;              /* prefetch.c: the clock of its next expected use (0 = unknown), */
   uint64_t due_clock;        /* computed at this clock */
-  uint32_t uses;             /* prefetch.c: launches that have used it (_mt_prefetch_spent), */
-  uint64_t last_use;         /* the last of them (prefetch.c's count of launches) */
+  uint32_t uses;             /* prefetch.c: launches that have used it (_mt_prefetch_spent) */
   bool freed;                /* the application freed it; destroyed once its stream work is
                               * done. Its chunks never move again (no copy of dead data) and
                               * have left the live tier counts */

@@ -76,7 +76,6 @@
 #include "regionkey.h"
 #include "reuse.h"
 
-#define SPENT_SOON 32       /* launches from last use to free: below, "freed soon" */
 #define MIN_CONFIDENCE 0.25 /* below this a predicted launch is not prefetched for */
 #define WINDOW_MAX 256      /* regions of the window looked at per launch */
 #define LEAD_KEYS 4096      /* region keys with a lead, at most (predictor/lead.h) */
@@ -86,7 +85,6 @@ typedef struct kslot {
   mt_region_t *r;
   uint32_t life;             /* launches that used the last region with this key before it
                               * was freed; 0 = none has died yet */
-  uint32_t lag;              /* launches from that region's last use to its free */
 } kslot_t;
 
 struct mt_prefetch {
@@ -99,7 +97,6 @@ struct mt_prefetch {
   size_t cap_regs;
   size_t nregs;              /* of them, this launch's (begin to launch) */
   uint64_t id;               /* this launch's identity */
-  uint64_t launches;         /* launches begun (the clock of last_use and lag) */
   mt_pred_launch_t *out;     /* walk predictions */
   mt_reuse_t *reuse;         /* next-use estimates, when the policy reads them */
   mt_lead_t *lead;           /* timeliness feedback; NULL: none (MT_PREFETCH_LEAD=0) */
@@ -176,9 +173,7 @@ static int map_grow(mt_prefetch_t *pf) {
   for (size_t i = 0; i < oc; i++)
     if (old[i].key != 0 && (old[i].r != NULL || old[i].life != 0)) {
       map_put(pf, old[i].key, old[i].r);
-      kslot_t *n = map_find(pf, old[i].key);
-      n->life = old[i].life;
-      n->lag = old[i].lag;
+      map_find(pf, old[i].key)->life = old[i].life;
     }
   free(old);
   return 0;
@@ -192,7 +187,7 @@ static void map_put(mt_prefetch_t *pf, uint64_t key, mt_region_t *r) {
   while (pf->map[i].key != 0 && pf->map[i].key != key) i = (i + 1) & (pf->cap - 1);
   if (pf->map[i].key == 0) {
     pf->n++;
-    pf->map[i] = (kslot_t){key, r, 0, 0};
+    pf->map[i] = (kslot_t){key, r, 0};
   } else {
     pf->map[i].r = r; /* the life of its predecessor stays */
   }
@@ -227,11 +222,7 @@ void _mt_prefetch_forget(mt_pager_t *p, mt_region_t *r) {
   /* the slot stays (no tombstones needed): a NULL region is "unknown" */
   if (k != NULL && k->r == r) {
     k->r = NULL;
-    if (r->freed || r->uses > 0) { /* the region born next in its place lives as long */
-      k->life = r->uses;
-      uint64_t lag = pf->launches - r->last_use;
-      k->lag = lag < UINT32_MAX ? (uint32_t)lag : UINT32_MAX;
-    }
+    if (r->freed || r->uses > 0) k->life = r->uses; /* the region born next in its place lives as long */
   }
 }
 
@@ -329,7 +320,6 @@ void _mt_prefetch_begin(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n
     pf->regs = nr;
     pf->cap_regs = cap;
   }
-  pf->launches++;
   /* the identity: function, then each slot's key (provisional when unborn) */
   uint64_t id = _mt_mix64(func ^ 0x6c61756e6368ull);
   for (size_t i = 0; i < n; i++) {
@@ -361,7 +351,6 @@ void _mt_prefetch_begin(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n
     /* its use now, before the residency that follows asks for its next */
     if (pf->reuse != NULL) (void)_mt_reuse_use(pf->reuse, r->key);
     r->uses++;
-    r->last_use = pf->launches;
     if (r->kind == REG_SMALL) continue; /* always resident: nothing to prefetch */
     if (pf->lead != NULL && r->ndevice < r->nchunks && fetched_late(r)) _mt_lead_late(pf->lead, r->key);
     pf->regs[m++] = (mt_pred_region_t){r->key, r->size};
@@ -431,10 +420,9 @@ void _mt_prefetch_launch(mt_pager_t *p, mt_handle_t s) {
   _mt_ra_launch(p, pf->ops, pf->pred, id);
 }
 
-int _mt_prefetch_spent(mt_pager_t *p, const mt_region_t *r) {
+bool _mt_prefetch_spent(mt_pager_t *p, const mt_region_t *r) {
   kslot_t *k = p->pf != NULL && r->key != 0 ? map_find(p->pf, r->key) : NULL;
-  if (k == NULL || k->life == 0 || r->uses < k->life) return MT_SPENT_NO;
-  return k->lag < SPENT_SOON ? MT_SPENT_SOON : MT_SPENT_LATE;
+  return k != NULL && k->life > 0 && r->uses >= k->life;
 }
 
 mt_region_t *_mt_prefetch_region(mt_pager_t *p, uint64_t key) {

@@ -15,14 +15,7 @@
  *
  * only_spent_chunks_left_still_go: when the spent chunk is the only one a
  * launch may evict, it is evicted (the preference never makes a footprint
- * fail to fit).
- *
- * a_clean_chunk_goes_before_a_dirty_one: next-use eviction weighs a
- * victim's cost. A, B, C fill three chunks, all written; D's launch evicts
- * A, A's read-only launch brings it back clean (its host copy current) and
- * evicts B. For B's launch the coldest chunk is C, dirty (a copy now, a
- * fetch later); A, clean and hotter, costs only the fetch: A goes, C stays.
- * With MT_POLICY=lru, the unweighted baseline, C goes. */
+ * fail to fit). */
 #include <criterion/criterion.h>
 
 #include "device_virtual.h"
@@ -42,12 +35,11 @@ static int run(void *ctx) {
   return _mt_vdev_kernel(k->d, 0, 1000000);
 }
 
-/* One launch on stream 0 writing (or, with read, only reading) every
- * region it names, then a wait for it, so that no chunk is held by queued
- * work when the next one needs room. */
-static void launch_rw(mt_pager_t *p, mt_device_t *d, uintptr_t *a, size_t n, uint64_t func, bool read) {
+/* One launch on stream 0 writing every region it names, then a wait for
+ * it, so that no chunk is held by queued work when the next one needs room. */
+static void launch(mt_pager_t *p, mt_device_t *d, uintptr_t *a, size_t n, uint64_t func) {
   kern_t k = {d};
-  bool w[4] = {!read, !read, !read, !read};
+  bool w[4] = {true, true, true, true};
   pthread_mutex_lock(&p->lock);
   int rc = _mt_launch_regions(p, a, w, n, 0, func, run, &k, "test launch");
   pthread_mutex_unlock(&p->lock);
@@ -57,10 +49,6 @@ static void launch_rw(mt_pager_t *p, mt_device_t *d, uintptr_t *a, size_t n, uin
   cr_assert_eq(d->ops->event_record(d, e, 0), 0);
   cr_assert_eq(d->ops->event_sync(d, e), 0);
   d->ops->event_destroy(d, e);
-}
-
-static void launch(mt_pager_t *p, mt_device_t *d, uintptr_t *a, size_t n, uint64_t func) {
-  launch_rw(p, d, a, n, func, false);
 }
 
 static uint8_t state_of(mt_pager_t *p, uintptr_t a) {
@@ -77,20 +65,16 @@ static mt_pager_t *volatile kept;
 
 /* A pager of `chunks` 2 MiB chunks on the virtual clock, next-use
  * eviction, demand fetching, the handoff off, installed as the library's. */
-static mt_pager_t *start_policy(mt_device_t **d, size_t chunks, const char *policy) {
+static mt_pager_t *start(mt_device_t **d, size_t chunks) {
   mt_vdev_config_t vc = {.gpu_mem = 64 * MiB, .h2d_bw = 1e9, .d2h_bw = 1e9, .unmap_syncs = true};
   *d = _mt_vdev_new(&vc);
   cr_assert_not_null(*d);
   mt_pager_config_t pc = {.budget = chunks * 2 * MiB, .host_budget = 64 * MiB, .chunk = 2 * MiB,
-                          .small_limit = 4096, .policy = policy, .predictor = "none", .handoff = 2};
+                          .small_limit = 4096, .policy = "nextuse", .predictor = "none", .handoff = 2};
   mt_pager_t *p;
   cr_assert_eq(_mt_pager_create(*d, &pc, &p), 0);
   _mt_pager_install(p);
   return p;
-}
-
-static mt_pager_t *start(mt_device_t **d, size_t chunks) {
-  return start_policy(d, chunks, "nextuse");
 }
 
 static void stop(mt_pager_t *p) {
@@ -143,29 +127,4 @@ Test(spent_pager, only_spent_chunks_left_still_go) {
     cr_assert_eq(_mt_free(t, 0, false), 0);
   }
   stop(p);
-}
-
-static void clean_before_dirty(const char *policy, bool weighed) {
-  mt_device_t *d;
-  mt_pager_t *p = start_policy(&d, 3, policy);
-  uintptr_t a[4];
-  for (int i = 0; i < 4; i++) cr_assert_eq(_mt_alloc(2 * MiB, &a[i]), 0);
-  for (int i = 0; i < 4; i++) launch(p, d, &a[i], 1, 300 + (uint64_t)i); /* A, B, C written; D evicts A */
-  cr_assert_eq(state_of(p, a[0]), CH_HOST);
-  launch_rw(p, d, &a[0], 1, 310, true); /* A read: back, clean; B goes */
-  cr_assert_eq(state_of(p, a[1]), CH_HOST);
-  launch(p, d, &a[1], 1, 311); /* B: room for one chunk */
-  if (weighed) {
-    cr_assert_eq(state_of(p, a[0]), CH_HOST, "%s: A (clean) went", policy);
-    cr_assert_eq(state_of(p, a[2]), CH_DEVICE, "%s: C (dirty, colder) stayed", policy);
-  } else {
-    cr_assert_eq(state_of(p, a[2]), CH_HOST, "%s: C (the coldest) went", policy);
-    cr_assert_eq(state_of(p, a[0]), CH_DEVICE, "%s: A stayed", policy);
-  }
-  stop(p);
-}
-
-Test(spent_pager, a_clean_chunk_goes_before_a_dirty_one) {
-  clean_before_dirty("nextuse", true);
-  clean_before_dirty("lru", false);
 }
