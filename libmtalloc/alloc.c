@@ -108,6 +108,7 @@ void _mt_reap_pending(mt_pager_t *p, bool wait) {
    * pending region, and with the host far ahead of the GPU there are
    * thousands: walked at every allocation, free and eviction, it took 97%
    * of a replay's time (MT_HANDOFF=on, 64 micro-batches). */
+  if (p->pending == NULL) return; /* the usual case: nothing to query */
   uint64_t sig = _mt_streams_progress(p);
   if (!wait && sig == p->reaped_sig) return;
   mt_region_t **pp = &p->pending;

@@ -222,7 +222,8 @@ void _mt_prefetch_forget(mt_pager_t *p, mt_region_t *r) {
   /* the slot stays (no tombstones needed): a NULL region is "unknown" */
   if (k != NULL && k->r == r) {
     k->r = NULL;
-    if (r->freed || r->uses > 0) k->life = r->uses; /* the region born next in its place lives as long */
+    /* (called as the application frees r, before r->freed is set) */
+    if (r->uses > 0) k->life = r->uses; /* the region born next in its place lives as long */
   }
 }
 
