@@ -335,7 +335,8 @@ static int replay(plan_t *p, cand_t *c) {
  * table measured best (README); on the 100B row of plan_table.py they
  * are also best here (LRU 17% slower, the handoff off 3%). */
 static void tune(plan_t *p, cand_t *c) {
-  static const char *const alt[][2] = {{"lru", "auto"}, {"nextuse", "on"}, {"nextuse", "off"}};
+  static const struct { const char *policy, *handoff, *name; } alt[] = {
+      {"lru", "auto", "MT_POLICY=lru"}, {"nextuse", "on", "MT_HANDOFF=on"}, {"nextuse", "off", "MT_HANDOFF=off"}};
   /* A setting can make the replay itself slow: with the handoff on the
    * host is never held back by a freed buffer, and on the virtual clock
    * (no launch queue to fill) it runs a whole trace ahead with every
@@ -344,25 +345,22 @@ static void tune(plan_t *p, cand_t *c) {
    * setting not chosen, though its virtual step might have been faster:
    * the plan says so. */
   double limit = fmax(30, 4 * c->wall_s);
+  cand_t best = *c;
   for (size_t i = 0; i < sizeof alt / sizeof alt[0]; i++) {
     cand_t t = *c;
-    t.policy = alt[i][0];
-    t.handoff = alt[i][1];
+    t.policy = alt[i].policy;
+    t.handoff = alt[i].handoff;
     replay_with(p, &t, c->demand ? "none" : "correlation", limit);
     if (t.step_s <= 0 && t.wall_s >= limit) {
       size_t k = strlen(c->cut);
-      snprintf(c->cut + k, sizeof c->cut - k, "%s%s", k ? " " : "",
-               strcmp(t.policy, "nextuse") != 0 ? "MT_POLICY=lru" : strcmp(t.handoff, "on") == 0 ? "MT_HANDOFF=on"
-                                                                                        : "MT_HANDOFF=off");
+      snprintf(c->cut + k, sizeof c->cut - k, "%s%s", k ? " " : "", alt[i].name);
       c->cut_s = limit;
     }
-    if (t.step_s > 0 && t.step_s < c->step_s) {
-      char cut[sizeof c->cut];
-      memcpy(cut, c->cut, sizeof cut);
-      *c = t;
-      memcpy(c->cut, cut, sizeof cut);
-    }
+    if (t.step_s > 0 && t.step_s < best.step_s) best = t;
   }
+  memcpy(best.cut, c->cut, sizeof best.cut);
+  best.cut_s = c->cut_s;
+  *c = best;
 }
 
 static double tps(const cand_t *c) { return c->replayed && !c->failed ? (double)c->tokens / c->step_s : 0; }
