@@ -19,34 +19,13 @@
  * followed there by a 50 ms kernel that uses B, with a checkpoint after
  * each. Before, D's launch waited 100 ms for A; now one step (1 ms) ends
  * C's and E's holds, and C goes. */
-#include <criterion/criterion.h>
+#include "vpager.h"
 
-#include "device_virtual.h"
-#include "internal.h"
-#include "pager.h"
-#include "pager_internal.h"
-
-#define MiB ((size_t)1 << 20)
-#define MS 1000000ull
-
-typedef struct kern {
-  mt_device_t *d;
-  mt_handle_t s;
-  uint64_t ns;
-} kern_t;
-
-static int run(void *ctx) {
-  kern_t *k = ctx;
-  return _mt_vdev_kernel(k->d, k->s, k->ns);
-}
-
+/* A kernel of ns on s over the n regions at a, writing them all. */
 static void launch(mt_pager_t *p, mt_device_t *d, mt_handle_t s, uint64_t ns, uintptr_t *a, size_t n) {
-  kern_t k = {d, s, ns};
+  vp_kern_t k = {d, s, ns};
   bool w[4] = {true, true, true, true};
-  pthread_mutex_lock(&p->lock);
-  int rc = _mt_launch_regions(p, a, w, n, s, 0, run, &k, "test launch");
-  pthread_mutex_unlock(&p->lock);
-  cr_assert_eq(rc, 0);
+  vp_launch(p, &k, a, w, n, 0);
 }
 
 static void mark(mt_pager_t *p, mt_handle_t s) {
@@ -55,28 +34,11 @@ static void mark(mt_pager_t *p, mt_handle_t s) {
   pthread_mutex_unlock(&p->lock);
 }
 
-/* volatile: a static only ever stored to may be optimised away, and the
- * pager would then be a leak to LeakSanitizer */
-static mt_pager_t *volatile kept;
-
-/* A pager of four 2 MiB chunks on the virtual clock (1 GB/s links), LRU,
- * demand fetching, the handoff off, installed as the library's. */
+/* A pager of four 2 MiB chunks, LRU, demand fetching, the handoff off. */
 static mt_pager_t *start(mt_device_t **d) {
-  mt_vdev_config_t vc = {.gpu_mem = 64 * MiB, .h2d_bw = 1e9, .d2h_bw = 1e9, .unmap_syncs = true};
-  *d = _mt_vdev_new(&vc);
-  cr_assert_not_null(*d);
   mt_pager_config_t pc = {.budget = 8 * MiB, .host_budget = 64 * MiB, .chunk = 2 * MiB, .small_limit = 4096,
                           .policy = "lru", .predictor = "none", .handoff = 2};
-  mt_pager_t *p;
-  cr_assert_eq(_mt_pager_create(*d, &pc, &p), 0);
-  _mt_pager_install(p);
-  return p;
-}
-
-/* A pager lives for the process, as in the library: kept, uninstalled. */
-static void stop(mt_pager_t *p) {
-  kept = p;
-  __atomic_store_n(&_mt_pager, NULL, __ATOMIC_RELEASE);
+  return vp_start(&pc, d);
 }
 
 Test(reap_pager, no_wait_for_a_freed_small_region) {
@@ -102,7 +64,7 @@ Test(reap_pager, no_wait_for_a_freed_small_region) {
   cr_assert_lt(waited, 10 * MS, "the host waited %.1f ms: not for S's 100 ms kernel", waited / 1e6);
   cr_assert_gt(waited, 1 * MS, "it waited for A's kernel and copy (%.1f ms)", waited / 1e6);
   cr_assert_eq(p->used, p->budget);
-  stop(p);
+  vp_stop(p);
 }
 
 Test(reap_pager, a_step_not_the_coldest_last_use) {
@@ -129,5 +91,5 @@ Test(reap_pager, a_step_not_the_coldest_last_use) {
   cr_assert_gt(waited, 1 * MS, "it waited for the step and C's copy (%.1f ms)", waited / 1e6);
   cr_assert_eq(_mt_region_of(p, a)->ndevice, 1, "A, still in use, stays");
   cr_assert_eq(_mt_region_of(p, bce[1])->ndevice, 0, "C, the coldest whose work is done, goes");
-  stop(p);
+  vp_stop(p);
 }

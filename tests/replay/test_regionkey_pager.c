@@ -7,58 +7,29 @@
  * can still find A (before, B took the key over and A, still alive, was
  * named by nothing: never prefetched nor read ahead). Every iteration's
  * A and B get the same two keys as the first iteration's. */
-#include <criterion/criterion.h>
 #include <string.h>
 
-#include "device_virtual.h"
-#include "internal.h"
-#include "pager.h"
-#include "pager_internal.h"
 #include "regionkey.h"
+#include "vpager.h"
 
-#define MiB ((size_t)1 << 20)
 #define ITERS 3
 
-typedef struct kern {
-  mt_device_t *d;
-} kern_t;
-
-static int run(void *ctx) {
-  kern_t *k = ctx;
-  return _mt_vdev_kernel(k->d, 0, 1000000);
-}
-
-static void launch(mt_pager_t *p, kern_t *kc, uintptr_t *a, bool *w, size_t n, uint64_t func) {
-  pthread_mutex_lock(&p->lock);
-  int rc = _mt_launch_regions(p, a, w, n, 0, func, run, kc, "test launch");
-  pthread_mutex_unlock(&p->lock);
-  cr_assert_eq(rc, 0);
-}
-
-/* volatile: a static only ever stored to may be optimised away, and the
- * pager would then be a leak to LeakSanitizer */
-static mt_pager_t *volatile kept;
-
 Test(regionkey_pager, two_births_of_one_identity_keep_two_names) {
-  mt_vdev_config_t vc = {.gpu_mem = 64 * MiB, .h2d_bw = 1e9, .d2h_bw = 1e9, .unmap_syncs = true};
-  mt_device_t *d = _mt_vdev_new(&vc);
-  cr_assert_not_null(d);
   mt_pager_config_t pc = {.budget = 32 * MiB, .host_budget = 256 * MiB, .chunk = 2 * MiB, .small_limit = 4096,
                           .policy = "nextuse", .predictor = "correlation", .prefetch_depth = 8, .handoff = 2};
-  mt_pager_t *p;
-  cr_assert_eq(_mt_pager_create(d, &pc, &p), 0);
-  _mt_pager_install(p);
-  kern_t kc = {d};
+  mt_device_t *d;
+  mt_pager_t *p = vp_start(&pc, &d);
+  vp_kern_t kc = {d, 0, 1 * MS};
   uint64_t key_a[ITERS], key_b[ITERS];
   for (int it = 0; it < ITERS; it++) {
     uintptr_t ab[2];
     bool w[2] = {true, true};
     for (int i = 0; i < 2; i++) {
       cr_assert_eq(_mt_alloc(4 * MiB, &ab[i]), 0);
-      launch(p, &kc, &ab[i], w, 1, 200); /* the same identity twice: function 200, one unborn slot */
+      vp_launch(p, &kc, &ab[i], w, 1, 200); /* the same identity twice: function 200, one unborn slot */
     }
     bool rd[2] = {false, false};
-    launch(p, &kc, ab, rd, 2, 300);
+    vp_launch(p, &kc, ab, rd, 2, 300);
     mt_region_t *ra = _mt_region_of(p, ab[0]), *rb = _mt_region_of(p, ab[1]);
     key_a[it] = ra->key;
     key_b[it] = rb->key;
@@ -75,6 +46,5 @@ Test(regionkey_pager, two_births_of_one_identity_keep_two_names) {
       cr_assert_eq(key_b[it], key_b[0], "iteration %d: B's key is the first iteration's", it);
     }
   }
-  kept = p; /* a pager lives for the process, as in the library */
-  __atomic_store_n(&_mt_pager, NULL, __ATOMIC_RELEASE);
+  vp_stop(p);
 }

@@ -16,34 +16,17 @@
  * only_spent_chunks_left_still_go: when the spent chunk is the only one a
  * launch may evict, it is evicted (the preference never makes a footprint
  * fail to fit). */
-#include <criterion/criterion.h>
+#include "vpager.h"
 
-#include "device_virtual.h"
-#include "internal.h"
-#include "pager.h"
-#include "pager_internal.h"
-
-#define MiB ((size_t)1 << 20)
 #define ITERS 3
 
-typedef struct kern {
-  mt_device_t *d;
-} kern_t;
-
-static int run(void *ctx) {
-  kern_t *k = ctx;
-  return _mt_vdev_kernel(k->d, 0, 1000000);
-}
-
-/* One launch on stream 0 writing every region it names, then a wait for
- * it, so that no chunk is held by queued work when the next one needs room. */
+/* One 1 ms launch on stream 0 writing every region it names, then a wait
+ * for it, so that no chunk is held by queued work when the next one needs
+ * room. */
 static void launch(mt_pager_t *p, mt_device_t *d, uintptr_t *a, size_t n, uint64_t func) {
-  kern_t k = {d};
+  vp_kern_t k = {d, 0, 1 * MS};
   bool w[4] = {true, true, true, true};
-  pthread_mutex_lock(&p->lock);
-  int rc = _mt_launch_regions(p, a, w, n, 0, func, run, &k, "test launch");
-  pthread_mutex_unlock(&p->lock);
-  cr_assert_eq(rc, 0);
+  vp_launch(p, &k, a, w, n, func);
   mt_handle_t e;
   cr_assert_eq(d->ops->event_create(d, &e), 0);
   cr_assert_eq(d->ops->event_record(d, e, 0), 0);
@@ -59,27 +42,12 @@ static uint8_t state_of(mt_pager_t *p, uintptr_t a) {
   return st;
 }
 
-/* volatile: a static only ever stored to may be optimised away, and the
- * pager would then be a leak to LeakSanitizer */
-static mt_pager_t *volatile kept;
-
-/* A pager of `chunks` 2 MiB chunks on the virtual clock, next-use
- * eviction, demand fetching, the handoff off, installed as the library's. */
+/* A pager of `chunks` 2 MiB chunks, next-use eviction, demand fetching,
+ * the handoff off. */
 static mt_pager_t *start(mt_device_t **d, size_t chunks) {
-  mt_vdev_config_t vc = {.gpu_mem = 64 * MiB, .h2d_bw = 1e9, .d2h_bw = 1e9, .unmap_syncs = true};
-  *d = _mt_vdev_new(&vc);
-  cr_assert_not_null(*d);
   mt_pager_config_t pc = {.budget = chunks * 2 * MiB, .host_budget = 64 * MiB, .chunk = 2 * MiB,
                           .small_limit = 4096, .policy = "nextuse", .predictor = "none", .handoff = 2};
-  mt_pager_t *p;
-  cr_assert_eq(_mt_pager_create(*d, &pc, &p), 0);
-  _mt_pager_install(p);
-  return p;
-}
-
-static void stop(mt_pager_t *p) {
-  kept = p;
-  __atomic_store_n(&_mt_pager, NULL, __ATOMIC_RELEASE);
+  return vp_start(&pc, d);
 }
 
 Test(spent_pager, dead_data_is_evicted_last) {
@@ -107,7 +75,7 @@ Test(spent_pager, dead_data_is_evicted_last) {
     }
     cr_assert_eq(_mt_free(t, 0, false), 0);
   }
-  stop(p);
+  vp_stop(p);
 }
 
 Test(spent_pager, only_spent_chunks_left_still_go) {
@@ -126,5 +94,5 @@ Test(spent_pager, only_spent_chunks_left_still_go) {
     cr_assert_eq(state_of(p, t), CH_HOST, "iteration %d: T went, spent or not", it);
     cr_assert_eq(_mt_free(t, 0, false), 0);
   }
-  stop(p);
+  vp_stop(p);
 }
