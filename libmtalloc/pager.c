@@ -77,6 +77,7 @@ void _mt_set_dirty(mt_pager_t *p, mt_chunk_t *c) {
   if (!c->dirty && c->state == CH_DEVICE) c->region->nclean--;
   c->dirty = true;
   if (c->nv != NULL) _mt_nv_drop(p, c); /* its NVMe copy is stale now */
+  _mt_recost(p, c);
 }
 
 void _mt_live_publish(mt_pager_t *p) {
@@ -117,8 +118,9 @@ void _mt_resident_changed(mt_pager_t *p) {
  * host budget is short, the oldest lose their copy. */
 
 /* Level 3 (MT_CHECK_INVARIANTS): r's counters agree with its chunks, every
- * HOST chunk has its host copy, and a chunk is in the retained list only
- * when it is DEVICE with a host copy. */
+ * HOST chunk has its host copy, a chunk is in the retained list only
+ * when it is DEVICE with a host copy, and a linked DEVICE chunk is filed
+ * by its cost. */
 void _mt_check_region(const mt_pager_t *p, const mt_region_t *r) {
 #if MT_CHECK_INVARIANTS
   if (r->kind == REG_SMALL) return;
@@ -138,6 +140,8 @@ void _mt_check_region(const mt_pager_t *p, const mt_region_t *r) {
       ndev++;
       nclean += !c->dirty;
       mt_assert(c->dev != 0 || c->handed);
+      /* a policy that weighs cost files it by its cost now (_mt_recost) */
+      mt_assert(!c->node.linked || p->pol_ops->recost == NULL || c->node.cost == _mt_chunk_cost(c));
     }
     if (c->state == CH_HOST) mt_assert(c->host_addr != 0 && (c->host != 0 || !p->host_mapped));
     if (c->state == CH_NONE) mt_assert(c->host_addr == 0);
@@ -165,7 +169,7 @@ int _mt_copy_wait(mt_pager_t *p, uintptr_t dst, uintptr_t src, size_t n, mt_hand
 typedef struct victim_ctx {
   mt_pager_t *p;
   bool wait;  /* second pass: accept held chunks (we will wait for them) */
-  bool spent; /* accept dirty chunks of spent regions (_mt_prefetch_spent) */
+  bool spent; /* accept dirty chunks of spent regions (a policy that does not weigh cost) */
 } victim_ctx_t;
 
 bool _mt_region_held(mt_pager_t *p, mt_region_t *r, bool wait) {
@@ -187,8 +191,9 @@ static bool eligible(mt_policy_node_t *n, void *arg) {
   if (_mt_capture_active(v->p) && (c->dirty || (c->host_addr == 0 && c->nv == NULL))) return false;
   if (v->wait) return true;
   /* probably dead data (its region past its last use, not yet freed):
-   * copying it out is wasted, and the free gives its memory back soon */
-  if (!v->spent && c->dirty && _mt_prefetch_spent(v->p, r)) return false;
+   * copying it out is wasted, and the free gives its memory back soon.
+   * A policy that weighs cost files it apart (MT_COST_DEAD) instead. */
+  if (!v->spent && v->p->pol_ops->recost == NULL && c->dirty && _mt_prefetch_spent(v->p, r)) return false;
   return !_mt_region_held(v->p, r, false);
 }
 
@@ -220,6 +225,7 @@ static void sort_by_va(mt_chunk_t **b, int n) {
 /* A victim stays on the device after all: back in the policy, and its host
  * copy back on the retained list. */
 static void unpick(mt_pager_t *p, mt_chunk_t *c) {
+  c->node.cost = _mt_chunk_cost(c);
   p->pol_ops->insert(p->pol, &c->node);
   if (c->host_addr != 0) _mt_retained_link(p, c);
 }
@@ -245,7 +251,7 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
     victim_ctx_t vc = {p, false, false};
     while (n < EVICT_BATCH && p->used - freed + need > p->budget) {
       mt_policy_node_t *node = p->pol_ops->victim(p->pol, eligible, &vc);
-      if (node == NULL && !vc.wait) { /* only spent chunks are free to go: they go */
+      if (node == NULL && !vc.wait && p->pol_ops->recost == NULL) { /* only spent chunks are free to go: they go */
         vc.spent = true;
         node = p->pol_ops->victim(p->pol, eligible, &vc);
         vc.spent = false;
@@ -610,7 +616,7 @@ static int run_to_device(mt_pager_t *p, mt_chunk_t *cs, int n, const bool *fetch
     c->state = CH_DEVICE;
     c->region->ndevice++;
     p->used += p->chunk;
-    _mt_set_due(p, c);
+    _mt_set_dev_order(p, c);
     p->pol_ops->insert(p->pol, &c->node);
   }
   _mt_resident_changed(p);
@@ -670,7 +676,7 @@ int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len
   for (size_t i = first; i <= last && rc == 0;) {
     mt_chunk_t *c = &r->chunks[i];
     if (c->state == CH_DEVICE) {
-      _mt_set_due(p, c);
+      _mt_set_dev_order(p, c);
       p->pol_ops->touch(p->pol, &c->node);
       if (c->pf && !p->prefetching) {
         c->pf = false;
@@ -824,7 +830,7 @@ int _mt_region_use_in_place(mt_pager_t *p, mt_region_t *r, mt_handle_t s, size_t
   for (uint32_t i = 0; i < r->nchunks && rc == 0; i++) {
     mt_chunk_t *c = &r->chunks[i];
     if (c->state == CH_DEVICE) {
-      _mt_set_due(p, c);
+      _mt_set_dev_order(p, c);
       p->pol_ops->touch(p->pol, &c->node);
       if (c->wb_batch != 0 && (rc = _mt_wb_fence(p, c, s)) < 0) break;
       _mt_set_dirty(p, c);

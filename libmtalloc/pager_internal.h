@@ -201,10 +201,14 @@ void _mt_prefetch_forget(struct mt_pager *p, struct mt_region *r);
 
 /* Key -> live region (NULL: unknown or gone), for readahead.c. */
 struct mt_region *_mt_prefetch_region(struct mt_pager *p, uint64_t key);
-/* True when r has been used by as many launches as the last region with
- * its key was before the application freed it: its data is probably dead
- * (a per-iteration buffer past its last use), and a copy of it wasted. */
-bool _mt_prefetch_spent(struct mt_pager *p, const struct mt_region *r);
+/* A region is spent when it has been used by as many launches as the
+ * last region with its key was before the application freed it: its data
+ * is probably dead (a per-iteration buffer past its last use), and a copy
+ * of it wasted. MT_SPENT_SOON: that region was freed within SPENT_SOON
+ * launches of its last use (prefetch.c), so r's memory comes back soon;
+ * MT_SPENT_LATE: later, and it would hold device memory that long. Kept
+ * in r->spent at each use (prefetch.c). */
+enum { MT_SPENT_NO = 0, MT_SPENT_SOON = 1, MT_SPENT_LATE = 2 };
 
 /* ---- readahead.c -------------------------------------------------------------
  * NVMe -> host reads ahead of the GPU prefetch window (see readahead.c). */
@@ -373,7 +377,9 @@ typedef struct mt_region {
   mt_handle_t pf_event;      /* prefetch.c: recorded after its prefetch copies; 0 = none */
   uint64_t due;              /* prefetch.c: the clock of its next expected use (0 = unknown), */
   uint64_t due_clock;        /* computed at this clock */
-  uint32_t uses;             /* prefetch.c: launches that have used it (_mt_prefetch_spent) */
+  uint32_t uses;             /* prefetch.c: launches that have used it, */
+  uint64_t last_use;         /* the last of them (prefetch.c's count of launches), */
+  uint8_t spent;             /* and whether its data is dead: MT_SPENT_* */
   bool freed;                /* the application freed it; destroyed once its stream work is
                               * done. Its chunks never move again (no copy of dead data) and
                               * have left the live tier counts */
@@ -601,6 +607,42 @@ static inline bool _mt_region_hot(const mt_pager_t *p, const mt_region_t *r, boo
  * reads it (policy.h). */
 static inline void _mt_set_due(mt_pager_t *p, mt_chunk_t *c) {
   if (p->pol_ops->uses_due || p->hpol_ops->uses_due) c->node.due = _mt_prefetch_due(p, c->region);
+}
+
+/* What evicting DEVICE chunk c costs (policy.h, MT_COST_*): a clean chunk
+ * has a copy elsewhere; a dirty one of a spent region holds dead data,
+ * dead soon (its memory comes back at the free) or long (it holds the
+ * memory as long as a clean chunk would and costs no more: no copy is
+ * needed of data no one reads). */
+static inline uint8_t _mt_chunk_cost(const mt_chunk_t *c) {
+  if (!c->dirty) return MT_COST_CHEAP;
+  switch (c->region->spent) {
+  case MT_SPENT_SOON: return MT_COST_DEAD;
+  case MT_SPENT_LATE: return MT_COST_CHEAP;
+  default: return MT_COST_DIRTY;
+  }
+}
+
+/* Whether r is spent (above). */
+static inline bool _mt_prefetch_spent(const mt_pager_t *p, const mt_region_t *r) {
+  (void)p;
+  return r->spent != MT_SPENT_NO;
+}
+
+/* Before a device policy insert or touch of c: its due and its cost. */
+static inline void _mt_set_dev_order(mt_pager_t *p, mt_chunk_t *c) {
+  _mt_set_due(p, c);
+  c->node.cost = _mt_chunk_cost(c);
+}
+
+/* c's cost may have changed while it sat in the device policy (written,
+ * cleaned, its region spent): refiled where the policy weighs cost. */
+static inline void _mt_recost(mt_pager_t *p, mt_chunk_t *c) {
+  if (c->state != CH_DEVICE || !c->node.linked || p->pol_ops->recost == NULL) return;
+  uint8_t k = _mt_chunk_cost(c);
+  if (k == c->node.cost) return;
+  c->node.cost = k;
+  p->pol_ops->recost(p->pol, &c->node);
 }
 
 /* c's write-behind copy no longer makes it clean (written since, cleaned,

@@ -76,6 +76,7 @@
 #include "regionkey.h"
 #include "reuse.h"
 
+#define SPENT_SOON 32       /* launches from last use to free: below, "freed soon" */
 #define MIN_CONFIDENCE 0.25 /* below this a predicted launch is not prefetched for */
 #define WINDOW_MAX 256      /* regions of the window looked at per launch */
 #define LEAD_KEYS 4096      /* region keys with a lead, at most (predictor/lead.h) */
@@ -85,6 +86,7 @@ typedef struct kslot {
   mt_region_t *r;
   uint32_t life;             /* launches that used the last region with this key before it
                               * was freed; 0 = none has died yet */
+  uint32_t lag;              /* launches from that region's last use to its free */
 } kslot_t;
 
 struct mt_prefetch {
@@ -97,6 +99,7 @@ struct mt_prefetch {
   size_t cap_regs;
   size_t nregs;              /* of them, this launch's (begin to launch) */
   uint64_t id;               /* this launch's identity */
+  uint64_t launches;         /* launches begun (the clock of last_use and lag) */
   mt_pred_launch_t *out;     /* walk predictions */
   mt_reuse_t *reuse;         /* next-use estimates, when the policy reads them */
   mt_lead_t *lead;           /* timeliness feedback; NULL: none (MT_PREFETCH_LEAD=0) */
@@ -173,7 +176,9 @@ static int map_grow(mt_prefetch_t *pf) {
   for (size_t i = 0; i < oc; i++)
     if (old[i].key != 0 && (old[i].r != NULL || old[i].life != 0)) {
       map_put(pf, old[i].key, old[i].r);
-      map_find(pf, old[i].key)->life = old[i].life;
+      kslot_t *n = map_find(pf, old[i].key);
+      n->life = old[i].life;
+      n->lag = old[i].lag;
     }
   free(old);
   return 0;
@@ -187,7 +192,7 @@ static void map_put(mt_prefetch_t *pf, uint64_t key, mt_region_t *r) {
   while (pf->map[i].key != 0 && pf->map[i].key != key) i = (i + 1) & (pf->cap - 1);
   if (pf->map[i].key == 0) {
     pf->n++;
-    pf->map[i] = (kslot_t){key, r, 0};
+    pf->map[i] = (kslot_t){key, r, 0, 0};
   } else {
     pf->map[i].r = r; /* the life of its predecessor stays */
   }
@@ -223,7 +228,11 @@ void _mt_prefetch_forget(mt_pager_t *p, mt_region_t *r) {
   if (k != NULL && k->r == r) {
     k->r = NULL;
     /* (called as the application frees r, before r->freed is set) */
-    if (r->uses > 0) k->life = r->uses; /* the region born next in its place lives as long */
+    if (r->uses > 0) { /* the region born next in its place lives as long */
+      k->life = r->uses;
+      uint64_t lag = pf->launches - r->last_use;
+      k->lag = lag < UINT32_MAX ? (uint32_t)lag : UINT32_MAX;
+    }
   }
 }
 
@@ -300,6 +309,19 @@ static bool prefetch_region(mt_pager_t *p, mt_region_t *r, mt_handle_t s) {
   return rc == 0 && fl == 0;
 }
 
+/* r was used again: whether it is spent now (pager_internal.h,
+ * _mt_prefetch_spent), and when its memory comes back. Its dirty device
+ * chunks change cost class with it (the policy files dead data apart). */
+static void spent_update(mt_pager_t *p, mt_region_t *r) {
+  kslot_t *k = r->key != 0 ? map_find(p->pf, r->key) : NULL;
+  uint8_t sp = MT_SPENT_NO;
+  if (k != NULL && k->life > 0 && r->uses >= k->life) sp = k->lag < SPENT_SOON ? MT_SPENT_SOON : MT_SPENT_LATE;
+  if (sp == r->spent) return;
+  r->spent = sp;
+  if (r->ndevice > r->nclean)
+    for (uint32_t i = 0; i < r->nchunks; i++) _mt_recost(p, &r->chunks[i]);
+}
+
 /* A launch begins and r still has chunks in host memory or on NVMe: they
  * will be fetched on demand, so whatever fetch was meant for them (if any)
  * came too late. Never-touched chunks do not count: nothing fetches them. */
@@ -321,6 +343,7 @@ void _mt_prefetch_begin(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n
     pf->regs = nr;
     pf->cap_regs = cap;
   }
+  pf->launches++;
   /* the identity: function, then each slot's key (provisional when unborn) */
   uint64_t id = _mt_mix64(func ^ 0x6c61756e6368ull);
   for (size_t i = 0; i < n; i++) {
@@ -352,7 +375,9 @@ void _mt_prefetch_begin(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n
     /* its use now, before the residency that follows asks for its next */
     if (pf->reuse != NULL) (void)_mt_reuse_use(pf->reuse, r->key);
     r->uses++;
-    if (r->kind == REG_SMALL) continue; /* always resident: nothing to prefetch */
+    r->last_use = pf->launches;
+    if (r->kind == REG_SMALL) continue;
+    spent_update(p, r); /* always resident: nothing to prefetch */
     if (pf->lead != NULL && r->ndevice < r->nchunks && fetched_late(r)) _mt_lead_late(pf->lead, r->key);
     pf->regs[m++] = (mt_pred_region_t){r->key, r->size};
   }
@@ -419,11 +444,6 @@ void _mt_prefetch_launch(mt_pager_t *p, mt_handle_t s) {
   if (lack > 0) _mt_write_behind(p, lack < p->budget / 4 ? lack : p->budget / 4);
   /* NVMe -> host further ahead, so that the fetches above find host copies */
   _mt_ra_launch(p, pf->ops, pf->pred, id);
-}
-
-bool _mt_prefetch_spent(mt_pager_t *p, const mt_region_t *r) {
-  kslot_t *k = p->pf != NULL && r->key != 0 ? map_find(p->pf, r->key) : NULL;
-  return k != NULL && k->life > 0 && r->uses >= k->life;
 }
 
 mt_region_t *_mt_prefetch_region(mt_pager_t *p, uint64_t key) {

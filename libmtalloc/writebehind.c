@@ -68,6 +68,7 @@ bool _mt_wb_cleaned(mt_pager_t *p, mt_chunk_t *c, bool wait) {
   _mt_wb_cancel(c);
   _mt_wb_clear(c);
   c->region->nclean++;
+  _mt_recost(p, c);
   mt_stat_add(write_behind_used, 1);
   return true;
 }
@@ -101,7 +102,10 @@ size_t _mt_write_behind(mt_pager_t *p, size_t bytes) {
   if (max == 0) return 0;
   mt_chunk_t *cs[EVICT_BATCH];
   wb_ctx_t w = {p, cs, 0, (int)max};
-  (void)p->pol_ops->victim(p->pol, wb_pick, &w);
+  /* dirty chunks only, in eviction order (a policy that weighs cost files
+   * them apart: no walk over the clean ones) */
+  if (p->pol_ops->victim_of != NULL) (void)p->pol_ops->victim_of(p->pol, MT_COST_DIRTY, wb_pick, &w);
+  else (void)p->pol_ops->victim(p->pol, wb_pick, &w);
   if (w.n == 0) return 0;
   mt_handle_t ev = _mt_event_get(p);
   if (ev == 0) return 0;
@@ -135,6 +139,7 @@ size_t _mt_write_behind(mt_pager_t *p, size_t bytes) {
     if (rc == 0 && cs[i]->dirty) { /* done: clean now */
       cs[i]->dirty = false;
       cs[i]->region->nclean++;
+      _mt_recost(p, cs[i]);
     }
     _mt_wb_cancel(cs[i]);
     if (rc == 0) _mt_wb_clear(cs[i]);

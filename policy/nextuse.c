@@ -28,7 +28,19 @@
  * per node per wheel turn. A period that needs another shift refiles
  * everything once.
  *
- * Node fields: stamp = 0 on the unknown list, else 1 + bucket index.
+ * Cost classes (policy.h, MT_COST_*): each class has its own wheel and
+ * unknown list, and a victim is the first of the cheap class, in the
+ * order above, then of the dirty class, then of the dead. A clean chunk
+ * needed soon goes before a dirty one needed late: the dirty one costs a
+ * copy out now and the same fetch back later (G10, write-aware: ViT
+ * 78.11 -> 83.3% of ideal, BERT 99.87 -> 100%; README "Eviction weighs
+ * the copy out"). A node's class is the caller's, set before insert and
+ * touch, and recost() refiles a node whose class changed in between.
+ * Filing by class keeps every step O(1): finding the farthest cheap node
+ * by walking one order cost a walk of every resident chunk per dirty
+ * eviction (ViT's replay 10x slower).
+ *
+ * Node fields: stamp = 0 on an unknown list, else 1 + cost * NB + bucket.
  * Threading: none of its own; the pager calls it under its lock.
  */
 #include <stdlib.h>
@@ -40,9 +52,9 @@
 #define NWORDS (NB / 64)
 
 struct mt_policy {
-  mt_policy_node_t unknown;      /* sentinel: unknown.next is the most recent */
-  mt_policy_node_t wheel[NB];    /* sentinels, same order within a bucket */
-  uint64_t bits[NWORDS];         /* nonempty buckets */
+  mt_policy_node_t unknown[MT_COST_N];   /* sentinels: unknown.next is the most recent */
+  mt_policy_node_t wheel[MT_COST_N][NB]; /* sentinels, same order within a bucket */
+  uint64_t bits[MT_COST_N][NWORDS];      /* nonempty buckets */
   uint64_t now;
   uint64_t base;                 /* slot (clock >> shift) of now: the wheel is [base, base + NB) */
   unsigned shift;
@@ -60,8 +72,8 @@ static void unlink_node(mt_policy_t *p, mt_policy_node_t *n) {
   n->prev->next = n->next;
   n->next->prev = n->prev;
   if (n->stamp != 0) {
-    size_t b = (size_t)(n->stamp - 1);
-    if (list_empty(&p->wheel[b])) p->bits[b / 64] &= ~(1ull << (b % 64));
+    size_t c = (size_t)(n->stamp - 1) / NB, b = (size_t)(n->stamp - 1) % NB;
+    if (list_empty(&p->wheel[c][b])) p->bits[c][b / 64] &= ~(1ull << (b % 64));
   }
   n->prev = n->next = NULL;
   n->linked = false;
@@ -75,26 +87,30 @@ static void link_after(mt_policy_node_t *h, mt_policy_node_t *n) {
   n->linked = true;
 }
 
-/* Files n by its due: the wheel when due lies ahead, else the unknown list. */
+/* Files n by its cost and due: the wheel when due lies ahead, else the
+ * unknown list. */
 static void file(mt_policy_t *p, mt_policy_node_t *n) {
+  size_t c = n->cost < MT_COST_N ? n->cost : MT_COST_DIRTY;
   if (n->due <= p->now) {
     n->stamp = 0;
-    link_after(&p->unknown, n);
+    link_after(&p->unknown[c], n);
     return;
   }
   uint64_t slot = n->due >> p->shift;
   if (slot >= p->base + NB) slot = p->base + NB - 1; /* beyond the wheel: the farthest bucket */
   size_t b = (size_t)(slot & (NB - 1));
-  n->stamp = b + 1;
-  link_after(&p->wheel[b], n);
-  p->bits[b / 64] |= 1ull << (b % 64);
+  n->stamp = 1 + c * NB + b;
+  link_after(&p->wheel[c][b], n);
+  p->bits[c][b / 64] |= 1ull << (b % 64);
 }
 
 static mt_policy_t *nu_create(void) {
   mt_policy_t *p = calloc(1, sizeof(*p));
   if (p == NULL) return NULL;
-  list_init(&p->unknown);
-  for (size_t i = 0; i < NB; i++) list_init(&p->wheel[i]);
+  for (size_t c = 0; c < MT_COST_N; c++) {
+    list_init(&p->unknown[c]);
+    for (size_t i = 0; i < NB; i++) list_init(&p->wheel[c][i]);
+  }
   return p;
 }
 
@@ -117,14 +133,20 @@ static void nu_touch(mt_policy_t *p, mt_policy_node_t *n) {
   file(p, n);
 }
 
-/* Refiles every node of bucket b (taken off first, so nodes refiled into b
- * itself are not seen twice). */
-static void refile_bucket(mt_policy_t *p, size_t b) {
-  mt_policy_node_t *h = &p->wheel[b];
+/* Its class changed, its use did not: it goes to the hot end of its
+ * bucket in the new class, as a touch would put it. */
+static void nu_recost(mt_policy_t *p, mt_policy_node_t *n) {
+  nu_touch(p, n);
+}
+
+/* Refiles every node of bucket b of class c (taken off first, so nodes
+ * refiled into b itself are not seen twice). */
+static void refile_bucket(mt_policy_t *p, size_t c, size_t b) {
+  mt_policy_node_t *h = &p->wheel[c][b];
   if (list_empty(h)) return;
   mt_policy_node_t *first = h->next, *last = h->prev;
   list_init(h);
-  p->bits[b / 64] &= ~(1ull << (b % 64));
+  p->bits[c][b / 64] &= ~(1ull << (b % 64));
   last->next = NULL;
   /* oldest first, so that the refiled keep their relative order */
   for (mt_policy_node_t *n = last; n != NULL;) {
@@ -148,15 +170,16 @@ static void nu_advance(mt_policy_t *p, uint64_t now, uint64_t period) {
   if (s != p->shift) { /* a new scale: every bucket refiled in the new frame */
     mt_policy_node_t all;
     list_init(&all);
-    for (size_t b = 0; b < NB; b++) {
-      mt_policy_node_t *h = &p->wheel[b];
-      if (list_empty(h)) continue;
-      h->next->prev = all.prev; /* splice h's nodes at all's tail */
-      all.prev->next = h->next;
-      h->prev->next = &all;
-      all.prev = h->prev;
-      list_init(h);
-    }
+    for (size_t c = 0; c < MT_COST_N; c++)
+      for (size_t b = 0; b < NB; b++) {
+        mt_policy_node_t *h = &p->wheel[c][b];
+        if (list_empty(h)) continue;
+        h->next->prev = all.prev; /* splice h's nodes at all's tail */
+        all.prev->next = h->next;
+        h->prev->next = &all;
+        all.prev = h->prev;
+        list_init(h);
+      }
     memset(p->bits, 0, sizeof(p->bits));
     p->shift = s;
     p->base = now >> s;
@@ -174,7 +197,8 @@ static void nu_advance(mt_policy_t *p, uint64_t now, uint64_t period) {
   uint64_t from = p->base, to = nb;
   if (to - from > NB) from = to - NB; /* each bucket once */
   p->base = nb;
-  for (uint64_t slot = from; slot < to; slot++) refile_bucket(p, (size_t)(slot & (NB - 1)));
+  for (uint64_t slot = from; slot < to; slot++)
+    for (size_t c = 0; c < MT_COST_N; c++) refile_bucket(p, c, (size_t)(slot & (NB - 1)));
 }
 
 static mt_policy_node_t *scan(mt_policy_node_t *h, mt_policy_eligible_fn eligible, void *arg) {
@@ -183,21 +207,30 @@ static mt_policy_node_t *scan(mt_policy_node_t *h, mt_policy_eligible_fn eligibl
   return NULL;
 }
 
-static mt_policy_node_t *nu_victim(mt_policy_t *p, mt_policy_eligible_fn eligible, void *arg) {
+static mt_policy_node_t *nu_victim_of(mt_policy_t *p, int cost, mt_policy_eligible_fn eligible, void *arg) {
   mt_policy_node_t *n;
+  const size_t c = (size_t)cost;
   /* farthest first: slots base + NB - 1 down to base, skipping empty words */
   for (uint64_t k = NB; k-- > 0;) {
     size_t b = (size_t)((p->base + k) & (NB - 1));
-    if (p->bits[b / 64] == 0) {
+    if (p->bits[c][b / 64] == 0) {
       uint64_t skip = b % 64; /* the rest of this word lies below b */
       if (skip > k) break;
       k -= skip;
       continue;
     }
-    if (!(p->bits[b / 64] & (1ull << (b % 64)))) continue;
-    if ((n = scan(&p->wheel[b], eligible, arg)) != NULL) return n;
+    if (!(p->bits[c][b / 64] & (1ull << (b % 64)))) continue;
+    if ((n = scan(&p->wheel[c][b], eligible, arg)) != NULL) return n;
   }
-  return scan(&p->unknown, eligible, arg);
+  return scan(&p->unknown[c], eligible, arg);
+}
+
+static mt_policy_node_t *nu_victim(mt_policy_t *p, mt_policy_eligible_fn eligible, void *arg) {
+  for (int c = 0; c < MT_COST_N; c++) {
+    mt_policy_node_t *n = nu_victim_of(p, c, eligible, arg);
+    if (n != NULL) return n;
+  }
+  return NULL;
 }
 
 const mt_policy_ops_t _mt_policy_nextuse = {
@@ -208,6 +241,8 @@ const mt_policy_ops_t _mt_policy_nextuse = {
   .remove = nu_remove,
   .touch = nu_touch,
   .victim = nu_victim,
+  .victim_of = nu_victim_of,
+  .recost = nu_recost,
   .advance = nu_advance,
   .uses_due = true,
 };

@@ -27,7 +27,19 @@ typedef struct mt_policy_node {
                            next use expected (predictor/reuse.h), 0 = unknown;
                            read by policies that look ahead (nextuse) */
   bool linked;
+  uint8_t cost;         /* set by the caller before insert/touch/recost: MT_COST_*,
+                           read by policies that weigh victims (nextuse) */
 } mt_policy_node_t;
+
+/* What evicting a node costs, cheapest first. A policy that weighs
+ * (nextuse) offers every CHEAP node before any DIRTY one and DEAD nodes
+ * last, each class in its own order; one that does not (lru) ignores it. */
+enum {
+  MT_COST_CHEAP = 0, /* no copy out: clean, or data dead long before its free */
+  MT_COST_DIRTY = 1, /* a copy out now, and a fetch back at its next use */
+  MT_COST_DEAD = 2,  /* dead data freed soon: its memory comes back for nothing */
+  MT_COST_N = 3,
+};
 
 typedef bool (*mt_policy_eligible_fn)(mt_policy_node_t *n, void *arg);
 
@@ -43,6 +55,11 @@ typedef struct mt_policy_ops {
   void (*touch)(mt_policy_t *p, mt_policy_node_t *n);   /* used by a launch or copy */
   /* The node to evict first among those eligible() accepts, or NULL. */
   mt_policy_node_t *(*victim)(mt_policy_t *p, mt_policy_eligible_fn eligible, void *arg);
+  /* The node to evict first among the eligible nodes of cost class
+     `cost` only; NULL for policies that do not weigh (then victim()). */
+  mt_policy_node_t *(*victim_of)(mt_policy_t *p, int cost, mt_policy_eligible_fn eligible, void *arg);
+  /* n's cost changed (n linked): refiled. NULL for policies that do not weigh. */
+  void (*recost)(mt_policy_t *p, mt_policy_node_t *n);
   /* The clock (the due's unit) is now now, the stream's period is period
      (0 = unknown). NULL for policies that do not look ahead. */
   void (*advance)(mt_policy_t *p, uint64_t now, uint64_t period);

@@ -15,23 +15,35 @@
  *
  * only_spent_chunks_left_still_go: when the spent chunk is the only one a
  * launch may evict, it is evicted (the preference never makes a footprint
- * fail to fit). */
+ * fail to fit).
+ *
+ * a_clean_chunk_goes_before_a_dirty_one: next-use eviction weighs a
+ * victim's cost (policy/nextuse.c, cost classes). A, B, C fill three
+ * chunks, all written; D's launch evicts A, A's read-only launch brings it
+ * back clean (its host copy current) and evicts B. For B's launch the
+ * coldest chunk is C, dirty (a copy now, a fetch later); A, clean and
+ * hotter, costs only the fetch: A goes, C stays. With MT_POLICY=lru, the
+ * unweighted baseline, C goes. */
 #include "vpager.h"
 
 #define ITERS 3
 
-/* One 1 ms launch on stream 0 writing every region it names, then a wait
- * for it, so that no chunk is held by queued work when the next one needs
- * room. */
-static void launch(mt_pager_t *p, mt_device_t *d, uintptr_t *a, size_t n, uint64_t func) {
+/* One 1 ms launch on stream 0 writing (with read: only reading) every
+ * region it names, then a wait for it, so that no chunk is held by queued
+ * work when the next one needs room. */
+static void launch_rw(mt_pager_t *p, mt_device_t *d, uintptr_t *a, size_t n, uint64_t func, bool read) {
   vp_kern_t k = {d, 0, 1 * MS};
-  bool w[4] = {true, true, true, true};
+  bool w[4] = {!read, !read, !read, !read};
   vp_launch(p, &k, a, w, n, func);
   mt_handle_t e;
   cr_assert_eq(d->ops->event_create(d, &e), 0);
   cr_assert_eq(d->ops->event_record(d, e, 0), 0);
   cr_assert_eq(d->ops->event_sync(d, e), 0);
   d->ops->event_destroy(d, e);
+}
+
+static void launch(mt_pager_t *p, mt_device_t *d, uintptr_t *a, size_t n, uint64_t func) {
+  launch_rw(p, d, a, n, func, false);
 }
 
 static uint8_t state_of(mt_pager_t *p, uintptr_t a) {
@@ -42,12 +54,16 @@ static uint8_t state_of(mt_pager_t *p, uintptr_t a) {
   return st;
 }
 
-/* A pager of `chunks` 2 MiB chunks, next-use eviction, demand fetching,
- * the handoff off. */
-static mt_pager_t *start(mt_device_t **d, size_t chunks) {
+/* A pager of `chunks` 2 MiB chunks, `policy` eviction (start: next use),
+ * demand fetching, the handoff off. */
+static mt_pager_t *start_policy(mt_device_t **d, size_t chunks, const char *policy) {
   mt_pager_config_t pc = {.budget = chunks * 2 * MiB, .host_budget = 64 * MiB, .chunk = 2 * MiB,
-                          .small_limit = 4096, .policy = "nextuse", .predictor = "none", .handoff = 2};
+                          .small_limit = 4096, .policy = policy, .predictor = "none", .handoff = 2};
   return vp_start(&pc, d);
+}
+
+static mt_pager_t *start(mt_device_t **d, size_t chunks) {
+  return start_policy(d, chunks, "nextuse");
 }
 
 Test(spent_pager, dead_data_is_evicted_last) {
@@ -95,4 +111,30 @@ Test(spent_pager, only_spent_chunks_left_still_go) {
     cr_assert_eq(_mt_free(t, 0, false), 0);
   }
   vp_stop(p);
+}
+
+static void clean_before_dirty(const char *policy, bool weighed) {
+  mt_device_t *d;
+  mt_pager_t *p = start_policy(&d, 3, policy);
+  uintptr_t a[4];
+  for (int i = 0; i < 4; i++) cr_assert_eq(_mt_alloc(2 * MiB, &a[i]), 0);
+  for (int i = 0; i < 4; i++) launch(p, d, &a[i], 1, 300 + (uint64_t)i); /* A, B, C written; D evicts A */
+  cr_assert_eq(state_of(p, a[0]), CH_HOST);
+  launch_rw(p, d, &a[0], 1, 310, true); /* A read: back, clean; B goes */
+  cr_assert_eq(state_of(p, a[1]), CH_HOST);
+  launch(p, d, &a[1], 1, 311); /* B: room for one chunk */
+  if (weighed) {
+    cr_assert_eq(state_of(p, a[0]), CH_HOST, "%s: A (clean) went", policy);
+    cr_assert_eq(state_of(p, a[2]), CH_DEVICE, "%s: C (dirty, colder) stayed", policy);
+  } else {
+    cr_assert_eq(state_of(p, a[2]), CH_HOST, "%s: C (the coldest) went", policy);
+    cr_assert_eq(state_of(p, a[0]), CH_DEVICE, "%s: A stayed", policy);
+  }
+  for (int i = 0; i < 4; i++) cr_assert_eq(_mt_free(a[i], 0, false), 0);
+  vp_stop(p);
+}
+
+Test(spent_pager, a_clean_chunk_goes_before_a_dirty_one) {
+  clean_before_dirty("nextuse", true);
+  clean_before_dirty("lru", false);
 }

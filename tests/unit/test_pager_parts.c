@@ -108,6 +108,59 @@ Test(nextuse, passed_dues_become_unknown_and_far_ones_are_refiled) {
   ops->destroy(p);
 }
 
+/* Cost classes: every cheap node before any dirty one, dead ones last,
+ * each class farthest first; recost() refiles; victim_of() looks in one
+ * class; a rescale keeps the classes; LRU ignores cost. */
+Test(nextuse, cheap_before_dirty_before_dead) {
+  const mt_policy_ops_t *ops = _mt_policy_find("nextuse");
+  cr_assert_not_null(ops->victim_of);
+  cr_assert_not_null(ops->recost);
+  cr_assert_null(_mt_policy_find("lru")->recost, "the baseline does not weigh");
+  mt_policy_t *p = ops->create();
+  mt_policy_node_t n[6] = {0};
+  ops->advance(p, 10, 1000);
+  n[0].cost = MT_COST_DIRTY;
+  due(ops, p, &n[0], 3000, true); /* the farthest, dirty */
+  n[1].cost = MT_COST_CHEAP;
+  due(ops, p, &n[1], 20, true);   /* clean, needed soon */
+  n[2].cost = MT_COST_CHEAP;
+  due(ops, p, &n[2], 0, true);    /* clean, unknown */
+  n[3].cost = MT_COST_DEAD;
+  due(ops, p, &n[3], 4000, true); /* dead data, the farthest of all */
+  n[4].cost = MT_COST_DIRTY;
+  due(ops, p, &n[4], 500, true);
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[1], "a clean chunk before any dirty one");
+  cr_assert_eq(ops->victim_of(p, MT_COST_DIRTY, NULL, NULL), &n[0], "the farthest dirty one");
+  cr_assert_eq(ops->victim_of(p, MT_COST_DEAD, NULL, NULL), &n[3]);
+  ops->remove(p, &n[1]);
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[2], "then the cheap unknown ones");
+  ops->remove(p, &n[2]);
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[0], "then dirty, farthest first");
+  cr_assert_eq(ops->victim(p, odd_only, n), &n[3], "vetoed dirty ones: the dead go last");
+  n[4].cost = MT_COST_CHEAP; /* written back: clean now */
+  ops->recost(p, &n[4]);
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[4], "refiled as cheap");
+  cr_assert_null(ops->victim_of(p, MT_COST_CHEAP, odd_only, n));
+  ops->advance(p, 11, 50000); /* a new scale: classes kept */
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[4]);
+  ops->remove(p, &n[4]);
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[0]);
+  ops->remove(p, &n[0]);
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[3]);
+  ops->remove(p, &n[3]);
+  cr_assert_null(ops->victim(p, NULL, NULL));
+  ops->destroy(p);
+  /* LRU: cost ignored, least recent first */
+  const mt_policy_ops_t *lru = _mt_policy_find("lru");
+  p = lru->create();
+  n[0].cost = MT_COST_DIRTY;
+  n[1].cost = MT_COST_CHEAP;
+  lru->insert(p, &n[0]);
+  lru->insert(p, &n[1]);
+  cr_assert_eq(lru->victim(p, NULL, NULL), &n[0]);
+  lru->destroy(p);
+}
+
 Test(vaspace, first_fit_merge_and_exhaustion) {
   mt_vaspace_t v;
   const size_t C = 1 << 21;
