@@ -94,7 +94,7 @@ int _mt_host_spill(mt_pager_t *p, size_t need) {
 void _mt_host_tier_in(mt_pager_t *p, mt_chunk_t *c) {
   if (p->nv == NULL) return;
   _mt_set_due(p, c);
-  c->node.cost = MT_COST_CHEAP; /* one class: the host tier does not weigh */
+  c->node.cost = _mt_host_cost(c);
   p->hpol_ops->insert(p->nv->hpol, &c->node);
 }
 

@@ -99,8 +99,9 @@ typedef enum mt_opt_type {
   X(LOG, STRING, "", 0, 0, "", "path",                                             \
     "append log lines to this file instead of stderr")                             \
   X(POLICY, CHOICE, "nextuse", 0, 0, "nextuse|lru", "",                            \
-    "eviction policy; lru = least recently used; nextuse = farthest expected next use " \
-    "first, learned from the launch stream's period (policy/nextuse.c)")            \
+    "eviction policy; lru = least recently used; nextuse = clean chunks before dirty "  \
+    "ones, dead data last, each farthest expected next use first, learned from the "  \
+    "launch stream's period (policy/nextuse.c)")                                     \
   X(SPILL_POLICY, CHOICE, "auto", 0, 0, "auto|lru|nextuse", "",                   \
     "with an NVMe tier: the order in which host chunks spill to NVMe (hosttier.c); " \
     "auto = lru while the NVMe read-ahead runs (a predictor and MT_READAHEAD_DEPTH > 0), " \

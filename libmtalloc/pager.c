@@ -140,10 +140,11 @@ void _mt_check_region(const mt_pager_t *p, const mt_region_t *r) {
       ndev++;
       nclean += !c->dirty;
       mt_assert(c->dev != 0 || c->handed);
-      /* a policy that weighs cost files it by its cost now (_mt_recost) */
-      mt_assert(!c->node.linked || p->pol_ops->recost == NULL || c->node.cost == _mt_chunk_cost(c));
+      /* the policy has it under its cost now (_mt_recost) */
+      mt_assert(!c->node.linked || c->node.cost == _mt_chunk_cost(c));
     }
     if (c->state == CH_HOST) mt_assert(c->host_addr != 0 && (c->host != 0 || !p->host_mapped));
+    if (c->state == CH_HOST && c->node.linked) mt_assert(c->node.cost == _mt_host_cost(c)); /* _mt_host_recost */
     if (c->state == CH_NONE) mt_assert(c->host_addr == 0);
     mt_assert(!c->retained || (c->state == CH_DEVICE && c->host_addr != 0));
     mt_assert(c->clean_batch == 0 || (c->state == CH_DEVICE && c->dirty));
@@ -170,6 +171,7 @@ typedef struct victim_ctx {
   mt_pager_t *p;
   bool wait;  /* second pass: accept held chunks (we will wait for them) */
   bool spent; /* accept dirty chunks of spent regions (a policy that does not weigh cost) */
+  uint64_t walk; /* this walk (_mt_region_held_in) */
 } victim_ctx_t;
 
 bool _mt_region_held(mt_pager_t *p, mt_region_t *r, bool wait) {
@@ -193,8 +195,8 @@ static bool eligible(mt_policy_node_t *n, void *arg) {
   /* probably dead data (its region past its last use, not yet freed):
    * copying it out is wasted, and the free gives its memory back soon.
    * A policy that weighs cost files it apart (MT_COST_DEAD) instead. */
-  if (!v->spent && v->p->pol_ops->recost == NULL && c->dirty && _mt_prefetch_spent(v->p, r)) return false;
-  return !_mt_region_held(v->p, r, false);
+  if (!v->spent && !v->p->pol_ops->weighs && c->dirty && _mt_prefetch_spent(v->p, r)) return false;
+  return !_mt_region_held_in(v->p, r, v->walk);
 }
 
 /* b lies above c (regions do not overlap, so (addr, index) orders them). */
@@ -248,10 +250,11 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
     mt_chunk_t *batch[EVICT_BATCH];
     int n = 0;
     size_t freed = 0;
-    victim_ctx_t vc = {p, false, false};
+    victim_ctx_t vc = {p, false, false, 0};
     while (n < EVICT_BATCH && p->used - freed + need > p->budget) {
+      vc.walk = ++p->walks;
       mt_policy_node_t *node = p->pol_ops->victim(p->pol, eligible, &vc);
-      if (node == NULL && !vc.wait && p->pol_ops->recost == NULL) { /* only spent chunks are free to go: they go */
+      if (node == NULL && !vc.wait && !p->pol_ops->weighs) { /* only spent chunks are free to go: they go */
         vc.spent = true;
         node = p->pol_ops->victim(p->pol, eligible, &vc);
         vc.spent = false;

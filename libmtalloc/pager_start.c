@@ -62,7 +62,7 @@ int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **
   p->small_limit = cfg->small_limit;
   p->handoff = (uint8_t)cfg->handoff;
   p->pol_ops = _mt_policy_find(cfg->policy ? cfg->policy : "nextuse");
-  p->pol = p->pol_ops ? p->pol_ops->create() : NULL;
+  p->pol = p->pol_ops ? p->pol_ops->create(true) : NULL;
   p->hpol_ops = spill_policy(cfg, p->pol_ops);
   p->rmap = _mt_rmap_new();
   p->retained.rnext = p->retained.rprev = &p->retained;

@@ -203,6 +203,7 @@ static void finish(mt_pager_t *p, sw_write_t *e, bool move) {
   bool keep = e->keep;
   entry_free(s, e);
   if (keep && res >= 0) {
+    _mt_host_recost(p, c); /* its copy valid now: still no write needed */
     /* a copy written ahead: the chunk stays where it is (HOST in the
      * spill order, or fetched meanwhile), its NVMe copy now valid, so its
      * spill, or its eviction while clean, writes nothing */
@@ -320,6 +321,7 @@ static bool issue(mt_pager_t *p, mt_chunk_t *c, bool keep) {
   s->n++;
   s->inflight++;
   c->sw = (uint32_t)(e - s->w) + 1;
+  _mt_host_recost(p, c); /* written ahead, it stays in the spill order: written */
   if (keep) mt_stat_add(spill_ahead_copies, 1);
   else mt_stat_add(spill_async, 1);
   if (_mt_trace_on()) _mt_trace_copy(MT_TR_NVME_WRITE, true, 0, p->chunk, _mt_trace_now(), _mt_trace_now());
@@ -354,7 +356,7 @@ static void write_ahead(mt_pager_t *p) {
   unsigned busy = s->inflight + _mt_ra_inflight(p);
   if (busy >= s->ahead) return;
   for (unsigned want = s->ahead - busy; want > 0 && s->n < s->cap; want--) {
-    mt_policy_node_t *node = p->hpol_ops->victim(p->nv->hpol, copy_eligible, p);
+    mt_policy_node_t *node = p->hpol_ops->victim_in(p->nv->hpol, MT_COST_BIT(MT_COST_DIRTY), copy_eligible, p);
     if (node == NULL || !issue(p, _mt_chunk_of(node), true) || _mt_chunk_of(node)->sw == 0) break;
   }
 }

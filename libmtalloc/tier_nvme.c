@@ -81,7 +81,8 @@ int _mt_nv_open(mt_pager_t *p, const _mt_nvme_cfg_t *cfg_in) {
   if (t == NULL) return -ENOMEM;
   t->simulated = cfg.simulate;
   t->slots = calloc(nslots, sizeof(*t->slots));
-  t->hpol = p->hpol_ops->create();
+  t->hpol = p->hpol_ops->create(false); /* the spill order does not weigh: the
+                                          * cheap chunks include those read ahead */
   int rc = t->slots && t->hpol ? _mt_nvme_open(&cfg, &t->store) : -ENOMEM;
   if (rc == 0) rc = p->dev->ops->event_create(p->dev, &t->ev_spill);
   for (unsigned i = 0; i < nslots && rc == 0; i++) {
@@ -217,6 +218,7 @@ void _mt_nv_drop(mt_pager_t *p, mt_chunk_t *c) {
   int rc = _mt_nvme_chunk_free(p->nv->store, c->nv);
   mt_assert(rc == 0);
   c->nv = NULL;
+  _mt_host_recost(p, c); /* its spill must write it now */
 }
 
 static int pages_for(mt_pager_t *p, mt_chunk_t *c) {

@@ -77,6 +77,7 @@ typedef struct wb_ctx {
   mt_pager_t *p;
   mt_chunk_t **out;
   int n, max;
+  uint64_t walk; /* _mt_region_held_in */
 } wb_ctx_t;
 
 /* The walk from the coldest chunk: collects dirty chunks free to copy. */
@@ -85,7 +86,7 @@ static bool wb_pick(mt_policy_node_t *nd, void *arg) {
   mt_chunk_t *c = _mt_chunk_of(nd);
   mt_region_t *r = c->region;
   if (!c->dirty || c->clean_batch != 0 || r->escaped || r->freed || r->epoch == w->p->epoch ||
-      c->epoch == w->p->epoch || _mt_region_held(w->p, r, false) || _mt_prefetch_spent(w->p, r))
+      c->epoch == w->p->epoch || _mt_region_held_in(w->p, r, w->walk) || _mt_prefetch_spent(w->p, r))
     return false;
   w->out[w->n++] = c;
   return w->n >= w->max; /* true ends the walk */
@@ -101,11 +102,10 @@ size_t _mt_write_behind(mt_pager_t *p, size_t bytes) {
   if (max > EVICT_BATCH) max = EVICT_BATCH;
   if (max == 0) return 0;
   mt_chunk_t *cs[EVICT_BATCH];
-  wb_ctx_t w = {p, cs, 0, (int)max};
-  /* dirty chunks only, in eviction order (a policy that weighs cost files
-   * them apart: no walk over the clean ones) */
-  if (p->pol_ops->victim_of != NULL) (void)p->pol_ops->victim_of(p->pol, MT_COST_DIRTY, wb_pick, &w);
-  else (void)p->pol_ops->victim(p->pol, wb_pick, &w);
+  wb_ctx_t w = {p, cs, 0, (int)max, ++p->walks};
+  /* dirty chunks only, in eviction order (filed apart: no walk over the
+   * clean ones) */
+  (void)p->pol_ops->victim_in(p->pol, MT_COST_BIT(MT_COST_DIRTY), wb_pick, &w);
   if (w.n == 0) return 0;
   mt_handle_t ev = _mt_event_get(p);
   if (ev == 0) return 0;

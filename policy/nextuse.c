@@ -36,6 +36,8 @@
  * 78.11 -> 83.3% of ideal, BERT 99.87 -> 100%; README "Eviction weighs
  * the copy out"). A node's class is the caller's, set before insert and
  * touch, and recost() refiles a node whose class changed in between.
+ * Created not weighing (the host tier's spill order), every node is filed
+ * in the cheap class's wheel, and victim_in() filters by cost as it walks.
  * Filing by class keeps every step O(1): finding the farthest cheap node
  * by walking one order cost a walk of every resident chunk per dirty
  * eviction (ViT's replay 10x slower).
@@ -58,6 +60,7 @@ struct mt_policy {
   uint64_t now;
   uint64_t base;                 /* slot (clock >> shift) of now: the wheel is [base, base + NB) */
   unsigned shift;
+  bool weigh;                    /* classes filed apart (else all in class 0) */
 };
 
 static void list_init(mt_policy_node_t *h) {
@@ -90,7 +93,7 @@ static void link_after(mt_policy_node_t *h, mt_policy_node_t *n) {
 /* Files n by its cost and due: the wheel when due lies ahead, else the
  * unknown list. */
 static void file(mt_policy_t *p, mt_policy_node_t *n) {
-  size_t c = n->cost < MT_COST_N ? n->cost : MT_COST_DIRTY;
+  size_t c = !p->weigh ? 0 : n->cost < MT_COST_N ? n->cost : MT_COST_DIRTY;
   if (n->due <= p->now) {
     n->stamp = 0;
     link_after(&p->unknown[c], n);
@@ -104,9 +107,10 @@ static void file(mt_policy_t *p, mt_policy_node_t *n) {
   p->bits[c][b / 64] |= 1ull << (b % 64);
 }
 
-static mt_policy_t *nu_create(void) {
+static mt_policy_t *nu_create(bool weigh) {
   mt_policy_t *p = calloc(1, sizeof(*p));
   if (p == NULL) return NULL;
+  p->weigh = weigh;
   for (size_t c = 0; c < MT_COST_N; c++) {
     list_init(&p->unknown[c]);
     for (size_t i = 0; i < NB; i++) list_init(&p->wheel[c][i]);
@@ -136,7 +140,7 @@ static void nu_touch(mt_policy_t *p, mt_policy_node_t *n) {
 /* Its class changed, its use did not: it goes to the hot end of its
  * bucket in the new class, as a touch would put it. */
 static void nu_recost(mt_policy_t *p, mt_policy_node_t *n) {
-  nu_touch(p, n);
+  if (p->weigh) nu_touch(p, n);
 }
 
 /* Refiles every node of bucket b of class c (taken off first, so nodes
@@ -207,7 +211,8 @@ static mt_policy_node_t *scan(mt_policy_node_t *h, mt_policy_eligible_fn eligibl
   return NULL;
 }
 
-static mt_policy_node_t *nu_victim_of(mt_policy_t *p, int cost, mt_policy_eligible_fn eligible, void *arg) {
+/* The first eligible node of class cost: the farthest bucket first. */
+static mt_policy_node_t *victim_of(mt_policy_t *p, int cost, mt_policy_eligible_fn eligible, void *arg) {
   mt_policy_node_t *n;
   const size_t c = (size_t)cost;
   /* farthest first: slots base + NB - 1 down to base, skipping empty words */
@@ -225,12 +230,35 @@ static mt_policy_node_t *nu_victim_of(mt_policy_t *p, int cost, mt_policy_eligib
   return scan(&p->unknown[c], eligible, arg);
 }
 
-static mt_policy_node_t *nu_victim(mt_policy_t *p, mt_policy_eligible_fn eligible, void *arg) {
+/* Not weighing: the caller's veto, and a node of a class in mask. */
+typedef struct masked {
+  unsigned mask;
+  mt_policy_eligible_fn eligible;
+  void *arg;
+} masked_t;
+
+static bool masked_ok(mt_policy_node_t *n, void *arg) {
+  masked_t *m = arg;
+  unsigned c = n->cost < MT_COST_N ? n->cost : MT_COST_DIRTY;
+  return (m->mask & MT_COST_BIT(c)) && (m->eligible == NULL || m->eligible(n, m->arg));
+}
+
+static mt_policy_node_t *nu_victim_in(mt_policy_t *p, unsigned mask, mt_policy_eligible_fn eligible, void *arg) {
+  if (!p->weigh) {
+    if ((mask & MT_COST_ALL) == MT_COST_ALL) return victim_of(p, 0, eligible, arg);
+    masked_t m = {mask, eligible, arg};
+    return victim_of(p, 0, masked_ok, &m);
+  }
   for (int c = 0; c < MT_COST_N; c++) {
-    mt_policy_node_t *n = nu_victim_of(p, c, eligible, arg);
+    if (!(mask & MT_COST_BIT(c))) continue;
+    mt_policy_node_t *n = victim_of(p, c, eligible, arg);
     if (n != NULL) return n;
   }
   return NULL;
+}
+
+static mt_policy_node_t *nu_victim(mt_policy_t *p, mt_policy_eligible_fn eligible, void *arg) {
+  return nu_victim_in(p, MT_COST_ALL, eligible, arg);
 }
 
 const mt_policy_ops_t _mt_policy_nextuse = {
@@ -241,8 +269,9 @@ const mt_policy_ops_t _mt_policy_nextuse = {
   .remove = nu_remove,
   .touch = nu_touch,
   .victim = nu_victim,
-  .victim_of = nu_victim_of,
+  .victim_in = nu_victim_in,
   .recost = nu_recost,
   .advance = nu_advance,
   .uses_due = true,
+  .weighs = true,
 };

@@ -4,6 +4,7 @@
  * hand-computed expectations. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <string.h>
 
 #include "pager_internal.h"
 #include "policy.h"
@@ -17,7 +18,7 @@ Test(lru, order_touch_and_veto) {
   const mt_policy_ops_t *ops = _mt_policy_find("lru");
   cr_assert_not_null(ops);
   cr_assert_null(_mt_policy_find("nope"));
-  mt_policy_t *p = ops->create();
+  mt_policy_t *p = ops->create(true);
   mt_policy_node_t n[5] = {0};
   cr_assert_null(ops->victim(p, NULL, NULL));
   for (int i = 0; i < 5; i++) ops->insert(p, &n[i]);
@@ -48,7 +49,7 @@ Test(nextuse, farthest_first_then_unknown) {
   cr_assert_not_null(ops);
   cr_assert(ops->uses_due);
   cr_assert(!_mt_policy_find("lru")->uses_due);
-  mt_policy_t *p = ops->create();
+  mt_policy_t *p = ops->create(true);
   mt_policy_node_t n[6] = {0};
   cr_assert_null(ops->victim(p, NULL, NULL));
   ops->advance(p, 10, 1000); /* clock 10, period 1000: the wheel spans 4096 ticks */
@@ -76,7 +77,7 @@ Test(nextuse, farthest_first_then_unknown) {
 
 Test(nextuse, passed_dues_become_unknown_and_far_ones_are_refiled) {
   const mt_policy_ops_t *ops = _mt_policy_find("nextuse");
-  mt_policy_t *p = ops->create();
+  mt_policy_t *p = ops->create(true);
   mt_policy_node_t n[4] = {0};
   ops->advance(p, 1, 100); /* the wheel spans 4096 ticks */
   due(ops, p, &n[0], 50, true);
@@ -109,14 +110,14 @@ Test(nextuse, passed_dues_become_unknown_and_far_ones_are_refiled) {
 }
 
 /* Cost classes: every cheap node before any dirty one, dead ones last,
- * each class farthest first; recost() refiles; victim_of() looks in one
- * class; a rescale keeps the classes; LRU ignores cost. */
+ * each class farthest first; recost() refiles; victim_in() looks in the
+ * classes asked for; a rescale keeps the classes; created not weighing,
+ * the order is by next use alone. */
 Test(nextuse, cheap_before_dirty_before_dead) {
   const mt_policy_ops_t *ops = _mt_policy_find("nextuse");
-  cr_assert_not_null(ops->victim_of);
-  cr_assert_not_null(ops->recost);
-  cr_assert_null(_mt_policy_find("lru")->recost, "the baseline does not weigh");
-  mt_policy_t *p = ops->create();
+  cr_assert(ops->weighs);
+  cr_assert(!_mt_policy_find("lru")->weighs, "the baseline does not weigh");
+  mt_policy_t *p = ops->create(true);
   mt_policy_node_t n[6] = {0};
   ops->advance(p, 10, 1000);
   n[0].cost = MT_COST_DIRTY;
@@ -130,8 +131,8 @@ Test(nextuse, cheap_before_dirty_before_dead) {
   n[4].cost = MT_COST_DIRTY;
   due(ops, p, &n[4], 500, true);
   cr_assert_eq(ops->victim(p, NULL, NULL), &n[1], "a clean chunk before any dirty one");
-  cr_assert_eq(ops->victim_of(p, MT_COST_DIRTY, NULL, NULL), &n[0], "the farthest dirty one");
-  cr_assert_eq(ops->victim_of(p, MT_COST_DEAD, NULL, NULL), &n[3]);
+  cr_assert_eq(ops->victim_in(p, MT_COST_BIT(MT_COST_DIRTY), NULL, NULL), &n[0], "the farthest dirty one");
+  cr_assert_eq(ops->victim_in(p, MT_COST_BIT(MT_COST_DEAD), NULL, NULL), &n[3]);
   ops->remove(p, &n[1]);
   cr_assert_eq(ops->victim(p, NULL, NULL), &n[2], "then the cheap unknown ones");
   ops->remove(p, &n[2]);
@@ -140,7 +141,7 @@ Test(nextuse, cheap_before_dirty_before_dead) {
   n[4].cost = MT_COST_CHEAP; /* written back: clean now */
   ops->recost(p, &n[4]);
   cr_assert_eq(ops->victim(p, NULL, NULL), &n[4], "refiled as cheap");
-  cr_assert_null(ops->victim_of(p, MT_COST_CHEAP, odd_only, n));
+  cr_assert_null(ops->victim_in(p, MT_COST_BIT(MT_COST_CHEAP), odd_only, n));
   ops->advance(p, 11, 50000); /* a new scale: classes kept */
   cr_assert_eq(ops->victim(p, NULL, NULL), &n[4]);
   ops->remove(p, &n[4]);
@@ -150,14 +151,63 @@ Test(nextuse, cheap_before_dirty_before_dead) {
   ops->remove(p, &n[3]);
   cr_assert_null(ops->victim(p, NULL, NULL));
   ops->destroy(p);
-  /* LRU: cost ignored, least recent first */
-  const mt_policy_ops_t *lru = _mt_policy_find("lru");
-  p = lru->create();
-  n[0].cost = MT_COST_DIRTY;
+  /* not weighing: farthest first whatever the cost; victim_in filters */
+  memset(n, 0, sizeof(n));
+  p = ops->create(false);
+  ops->advance(p, 10, 1000);
+  n[0].cost = MT_COST_CHEAP;
+  due(ops, p, &n[0], 3000, true);
+  n[1].cost = MT_COST_DIRTY;
+  due(ops, p, &n[1], 4000, true);
+  n[2].cost = MT_COST_CHEAP;
+  due(ops, p, &n[2], 0, true);
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[1]);
+  cr_assert_eq(ops->victim_in(p, MT_COST_BIT(MT_COST_CHEAP), NULL, NULL), &n[0]);
   n[1].cost = MT_COST_CHEAP;
-  lru->insert(p, &n[0]);
-  lru->insert(p, &n[1]);
-  cr_assert_eq(lru->victim(p, NULL, NULL), &n[0]);
+  ops->recost(p, &n[1]);
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[1], "recost keeps its place");
+  ops->destroy(p);
+}
+
+/* LRU never weighs: the order is by use alone, whatever the cost; its
+ * dirty sub-list gives victim_in(DIRTY) the same order without walking
+ * the others, through touches, recosts (in place by stamp) and removals. */
+Test(lru, dirty_sublist_keeps_the_order) {
+  const mt_policy_ops_t *lru = _mt_policy_find("lru");
+  mt_policy_t *p = lru->create(true);
+  mt_policy_node_t n[6] = {0};
+  for (int i = 0; i < 6; i++) {
+    n[i].cost = i % 2 ? MT_COST_DIRTY : MT_COST_CHEAP;
+    lru->insert(p, &n[i]);
+  }
+  const unsigned dirty = MT_COST_BIT(MT_COST_DIRTY);
+  cr_assert_eq(lru->victim(p, NULL, NULL), &n[0], "cost ignored");
+  cr_assert_eq(lru->victim_in(p, dirty, NULL, NULL), &n[1]);
+  cr_assert_eq(lru->victim_in(p, MT_COST_BIT(MT_COST_CHEAP), NULL, NULL), &n[0]);
+  lru->touch(p, &n[1]);
+  cr_assert_eq(lru->victim_in(p, dirty, NULL, NULL), &n[3], "touched: the hot end");
+  n[2].cost = MT_COST_DIRTY; /* written, not used: in place */
+  lru->recost(p, &n[2]);
+  cr_assert_eq(lru->victim_in(p, dirty, NULL, NULL), &n[2], "in place by its stamp");
+  cr_assert_eq(lru->victim(p, NULL, NULL), &n[0], "the order unchanged");
+  n[2].cost = MT_COST_CHEAP;
+  lru->recost(p, &n[2]);
+  cr_assert_eq(lru->victim_in(p, dirty, NULL, NULL), &n[3]);
+  n[0].cost = MT_COST_DIRTY;
+  lru->touch(p, &n[0]); /* written by a use: dirty at the hot end */
+  lru->remove(p, &n[3]);
+  cr_assert_eq(lru->victim_in(p, dirty, NULL, NULL), &n[5]);
+  cr_assert_eq(lru->victim_in(p, dirty, odd_only, n), &n[5]);
+  lru->remove(p, &n[5]);
+  cr_assert_eq(lru->victim_in(p, dirty, NULL, NULL), &n[1]);
+  lru->remove(p, &n[1]);
+  cr_assert_eq(lru->victim_in(p, dirty, NULL, NULL), &n[0]);
+  cr_assert_null(lru->victim_in(p, dirty, odd_only, n));
+  lru->touch(p, &n[0]); /* at the head already: still the sub-list's */
+  cr_assert_eq(lru->victim_in(p, dirty, NULL, NULL), &n[0]);
+  lru->remove(p, &n[0]);
+  cr_assert_null(lru->victim_in(p, dirty, NULL, NULL));
+  cr_assert_eq(lru->victim(p, NULL, NULL), &n[2]);
   lru->destroy(p);
 }
 
