@@ -54,6 +54,7 @@ typedef struct vdev {
   size_t nevents;
   uint64_t dev_bytes;
   uint64_t host_pending;     /* bytes the next kernel reaches in host memory */
+  uint64_t gpu_end;          /* when the last kernel issued so far ends, on any stream */
   mt_vdev_totals_t t;
 } vdev_t;
 
@@ -364,6 +365,13 @@ int _mt_vdev_kernel(mt_device_t *d, mt_handle_t s, uint64_t dur_ns) {
     v->host_pending = 0;
     v->link_ns[0] = start + dur_ns;
   }
+  /* The GPU idle before it: from the end of all earlier kernels to its
+   * start, the host's share up to when it issued the kernel. */
+  if (v->t.kernels > 0 && start > v->gpu_end) {
+    v->t.gpu_idle_ns += start - v->gpu_end;
+    if (v->host_ns > v->gpu_end) v->t.gpu_idle_host_ns += v->host_ns - v->gpu_end;
+  }
+  if (start + dur_ns > v->gpu_end) v->gpu_end = start + dur_ns;
   *sn = start + dur_ns;
   v->t.kernels++;
   v->t.kernel_ns += dur_ns;

@@ -36,6 +36,9 @@ typedef struct mt_vdev_totals {
   uint64_t bytes_nvme_read, bytes_nvme_write;
   uint64_t kernels;
   uint64_t kernel_ns;     /* sum of kernel run times */
+  uint64_t gpu_idle_ns;   /* gaps between kernels with none running (after the first) */
+  uint64_t gpu_idle_host_ns; /* of them: the next kernel not issued yet (the host was late;
+                             * the rest its stream waited for copies) */
   uint64_t device_peak;   /* device bytes created at once, at most */
   uint64_t host_mapped_kernels; /* kernels that reached host memory (host-mapped launches) */
   uint64_t host_mapped_bytes;   /* bytes they reached there, over the h2d link */

@@ -64,6 +64,15 @@ check(abs(s["ideal_s"] - b["ideal_s"]) < 1e-9, "the ideal does not depend on mem
 check(s["fetches"] >= s["belady_fetches"], "LRU fetches %d >= MIN's %d" % (s["fetches"], s["belady_fetches"]))
 check(s["bytes_h2d"] == s["fetches"] * 2 * 1024 * 1024, "bytes_h2d counts whole chunks")
 check(0 < s["pct_of_ideal"] < 100, "pct_of_ideal in (0, 100): %g" % s["pct_of_ideal"])
+# GPU idle per iteration: none with room for everything; in 64 MiB, on
+# synth's one stream, exactly what an iteration takes over its ideal, the
+# host's share no more than the whole
+check(b["iter_gpu_idle_s"] == [0, 0, 0], "unlimited memory: the GPU never idles %s" % b["iter_gpu_idle_s"])
+for i in range(3):
+    idle, host = s["iter_gpu_idle_s"][i], s["iter_gpu_idle_host_s"][i]
+    over = s["iter_sim_s"][i] - s["iter_ideal_s"][i]
+    check(abs(idle - over) < 1e-5 and 0 <= host <= idle + 1e-9,
+          "iteration %d: GPU idle %g s = simulated - ideal (%g), host's share %g" % (i, idle, over, host))
 
 # --unmap-sync off models a driver whose unmaps never wait: the pager then
 # orders nothing after its fetch copies, so it waits no more and moves the

@@ -66,6 +66,7 @@ typedef struct replay {
   uint64_t launches, iterations;
   /* per iteration: the app streams' time at its start, and kernel time in it */
   uint64_t *iter_start, *iter_kernel;
+  uint64_t *iter_idle, *iter_idle_host; /* the device's GPU idle counters when each began */
   size_t iter_cap;
   uint64_t stream0_end;    /* the app streams' time when the replay stopped */
   uint64_t *keys;          /* scratch: a launch's chunk keys */
@@ -87,6 +88,14 @@ typedef struct replay {
 /* Iteration i ends where i+1 starts, the last one when the app streams finished. */
 static uint64_t iter_end(const replay_t *r, uint64_t i) {
   return i + 1 < r->iterations && r->iter_start ? r->iter_start[i + 1] : r->stream0_end;
+}
+
+/* Iteration i's GPU idle seconds (host: the part waiting for the host),
+ * from the counters when it began to when the next began or the end (t). */
+static double iter_idle_s(const replay_t *r, const mt_vdev_totals_t *t, uint64_t i, bool host) {
+  const uint64_t *at = host ? r->iter_idle_host : r->iter_idle;
+  uint64_t end = i + 1 < r->iterations ? at[i + 1] : host ? t->gpu_idle_host_ns : t->gpu_idle_ns;
+  return (double)(end - at[i]) / 1e9;
 }
 
 static void usage(FILE *f) {
@@ -166,7 +175,9 @@ static void usage(FILE *f) {
           "belady_bytes (bytes MIN eviction with perfect knowledge moves within the same\n"
           "GPU memory, writing back what --writes says is dirty), launches, launches_host_mapped, host_mapped_bytes, iterations, coverage/accuracy/timeliness (null: no\n"
           "prefetcher), replay_wall_s, replay_max_rss_bytes, and per iteration (ITER\n"
-          "records) iter_sim_s and iter_ideal_s; h2d_busy_s, d2h_busy_s, nvme_busy_s (bytes /\n"
+          "records) iter_sim_s and iter_ideal_s, iter_gpu_idle_s (gaps with no kernel running)\n"
+          "and iter_gpu_idle_host_s (of it, the next kernel not yet issued: the host was late;\n"
+          "the rest its stream waited for copies); h2d_busy_s, d2h_busy_s, nvme_busy_s (bytes /\n"
           "bandwidth); host_wait_s (host time spent waiting), of it nvme_read_wait_s and\n"
           "nvme_write_wait_s (synchronous NVMe transfers) and readahead_wait_s (fetches that\n"
           "waited for a read-ahead) and spill_wait_s (host room that waited for a spill\n"
@@ -662,14 +673,22 @@ int mt_cmd_replay(int argc, char **argv) {
           uint64_t *a = realloc(r.iter_start, r.iter_cap * sizeof(uint64_t));
           uint64_t *b = a ? realloc(r.iter_kernel, r.iter_cap * sizeof(uint64_t)) : NULL;
           if (a) r.iter_start = a;
-          if (b == NULL) {
+          if (b) r.iter_kernel = b;
+          uint64_t *c = b ? realloc(r.iter_idle, r.iter_cap * sizeof(uint64_t)) : NULL;
+          if (c) r.iter_idle = c;
+          uint64_t *e = c ? realloc(r.iter_idle_host, r.iter_cap * sizeof(uint64_t)) : NULL;
+          if (e == NULL) {
             rc = -ENOMEM;
             break;
           }
-          r.iter_kernel = b;
+          r.iter_idle_host = e;
         }
+        mt_vdev_totals_t now;
+        _mt_vdev_totals(r.dev, &now);
         r.iter_start[r.iterations] = _mt_vdev_app_time(r.dev);
         r.iter_kernel[r.iterations] = 0;
+        r.iter_idle[r.iterations] = now.gpu_idle_ns;
+        r.iter_idle_host[r.iterations] = now.gpu_idle_host_ns;
         r.iterations++;
         break;
       }
@@ -757,6 +776,10 @@ done:
         printf("%s%.6f", i ? "," : "", (double)(iter_end(&r, i) - r.iter_start[i]) / 1e9);
       printf("],\"iter_ideal_s\":[");
       for (uint64_t i = 0; i < niter_marked; i++) printf("%s%.6f", i ? "," : "", (double)r.iter_kernel[i] / 1e9);
+      printf("],\"iter_gpu_idle_s\":[");
+      for (uint64_t i = 0; i < niter_marked; i++) printf("%s%.6f", i ? "," : "", iter_idle_s(&r, &t, i, false));
+      printf("],\"iter_gpu_idle_host_s\":[");
+      for (uint64_t i = 0; i < niter_marked; i++) printf("%s%.6f", i ? "," : "", iter_idle_s(&r, &t, i, true));
       printf("],");
       /* how long each resource was busy: the one nearest sim_s binds */
       /* peak host and NVMe bytes: the pager's tiers at their fullest plus the optimizer's state */
@@ -825,8 +848,9 @@ done:
                cov, acc, tim);
       for (uint64_t i = 0; i < niter_marked; i++) {
         double is = (double)(iter_end(&r, i) - r.iter_start[i]) / 1e9, ii = (double)r.iter_kernel[i] / 1e9;
-        printf("  iteration %-4" PRIu64 " %10.3f s simulated, %10.3f s ideal, %5.1f %% of ideal\n", i, is, ii,
-               is > 0 ? 100 * ii / is : 100.0);
+        printf("  iteration %-4" PRIu64 " %10.3f s simulated, %10.3f s ideal, %5.1f %% of ideal; GPU idle %.3f s, "
+               "%.3f s of it waiting for the host\n", i, is, ii, is > 0 ? 100 * ii / is : 100.0,
+               iter_idle_s(&r, &t, i, false), iter_idle_s(&r, &t, i, true));
       }
       if (ht.steps)
         printf("  host optimizer   %" PRIu64 " hand-offs, %.3g params, %.3f GB of gradients in; state %.3f GB "
@@ -850,6 +874,8 @@ done:
   free(r.sbytes);
   free(r.iter_start);
   free(r.iter_kernel);
+  free(r.iter_idle);
+  free(r.iter_idle_host);
   mt_trace_close(tr);
   return exit_code;
 }
