@@ -46,13 +46,10 @@ static int host_spill(mt_pager_t *p, size_t need, bool quiet) {
   mt_chunk_t *batch[EVICT_BATCH];
   bool ok[EVICT_BATCH];
   size_t want = need < SPILL_BATCH ? SPILL_BATCH : need > EVICT_BATCH ? EVICT_BATCH : need;
-  int n = 0;
-  while ((size_t)n < want) {
-    mt_policy_node_t *node = p->hpol_ops->victim(p->nv->hpol, host_eligible, p);
-    if (node == NULL) break;
-    p->hpol_ops->remove(p->nv->hpol, node);
-    batch[n++] = _mt_chunk_of(node);
-  }
+  mt_collect_t k = {host_eligible, p, batch, 0, (int)want};
+  (void)p->hpol_ops->victim(p->nv->hpol, _mt_collect, &k);
+  int n = k.n;
+  for (int i = 0; i < n; i++) p->hpol_ops->remove(p->nv->hpol, &batch[i]->node);
   if (n == 0) {
     if (quiet) return -ENOMEM;
     mt_error("host memory budget MT_MAX_HOST=%zu is full and no host chunk can move to NVMe now (the "

@@ -655,6 +655,26 @@ static inline void _mt_host_recost(mt_pager_t *p, mt_chunk_t *c) {
   p->hpol_ops->recost(p->nv->hpol, &c->node);
 }
 
+/* One walk of a policy that collects up to max eligible nodes, in its
+ * order, without taking them out (the walk's own veto is `ok`): a caller
+ * that needs several victims walks past the ineligible ones once, not
+ * once per victim (the host tier's spills: the regions the launch and
+ * the read-ahead window use sit at the cold end, 1,600 chunks a walk on
+ * the 100B plan's replays). */
+typedef struct mt_collect {
+  mt_policy_eligible_fn ok;
+  void *arg;
+  mt_chunk_t **out;
+  int n, max;
+} mt_collect_t;
+
+static inline bool _mt_collect(mt_policy_node_t *n, void *arg) {
+  mt_collect_t *k = arg;
+  if (!k->ok(n, k->arg)) return false;
+  k->out[k->n++] = _mt_chunk_of(n);
+  return k->n >= k->max; /* true ends the walk */
+}
+
 /* Whether r is spent (above). */
 static inline bool _mt_prefetch_spent(const mt_pager_t *p, const mt_region_t *r) {
   (void)p;

@@ -368,17 +368,28 @@ void _mt_sw_launch(mt_pager_t *p) {
   _mt_sw_poll(p);
   /* bytes free once the spills in flight are done */
   size_t pending = (size_t)(s->inflight - s->keeping) * p->chunk;
+  /* Each spill takes one chunk off the excess (its write pending, or its
+   * copy given back when its NVMe copy was valid): that many victims, in
+   * one walk, at most a batch at a time. */
   while (s->n < s->cap && p->host_used > pending && p->host_used - pending + s->headroom > p->host_budget) {
-    mt_policy_node_t *node = p->hpol_ops->victim(p->nv->hpol, eligible, p);
-    if (node == NULL) break;
-    p->hpol_ops->remove(p->nv->hpol, node);
-    mt_chunk_t *c = _mt_chunk_of(node);
-    if (!issue(p, c, false)) {
-      _mt_host_tier_in(p, c);
-      break;
+    size_t excess = (p->host_used - pending + s->headroom - p->host_budget + p->chunk - 1) / p->chunk;
+    size_t room = s->cap - s->n;
+    mt_chunk_t *cs[EVICT_BATCH];
+    mt_collect_t k = {eligible, p, cs, 0, (int)(excess < room ? excess < EVICT_BATCH ? excess : EVICT_BATCH
+                                                               : room < EVICT_BATCH ? room : EVICT_BATCH)};
+    (void)p->hpol_ops->victim(p->nv->hpol, _mt_collect, &k);
+    if (k.n == 0) break;
+    for (int i = 0; i < k.n; i++) {
+      mt_chunk_t *c = cs[i];
+      p->hpol_ops->remove(p->nv->hpol, &c->node);
+      if (!issue(p, c, false)) {
+        _mt_host_tier_in(p, c);
+        write_ahead(p);
+        return;
+      }
+      if (c->sw != 0) pending += p->chunk;
+      s->spilled = true;
     }
-    if (c->sw != 0) pending += p->chunk;
-    s->spilled = true;
   }
   write_ahead(p);
 }
