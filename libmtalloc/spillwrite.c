@@ -203,6 +203,7 @@ static void finish(mt_pager_t *p, sw_write_t *e, bool move) {
   bool keep = e->keep;
   entry_free(s, e);
   if (keep && res >= 0) {
+    c->ahead = true;
     _mt_host_recost(p, c); /* its copy valid now: still no write needed */
     /* a copy written ahead: the chunk stays where it is (HOST in the
      * spill order, or fetched meanwhile), its NVMe copy now valid, so its
@@ -335,7 +336,9 @@ static bool eligible(mt_policy_node_t *n, void *arg) {
 }
 
 /* The spill order's next chunk not written yet (nor being written), which
- * the operation being prepared does not use. */
+ * the operation being prepared does not use (walked among the chunks
+ * filed DIRTY, _mt_host_cost: not those of regions whose copies ahead
+ * went stale). */
 static bool copy_eligible(mt_policy_node_t *n, void *arg) {
   mt_pager_t *p = arg;
   mt_chunk_t *c = _mt_chunk_of(n);

@@ -210,6 +210,7 @@ static bool ra_inflight(const mt_chunk_t *c) {
 void _mt_nv_drop(mt_pager_t *p, mt_chunk_t *c) {
   _mt_sw_settle(p, c); /* a spill write of it in flight finishes first */
   if (c->nv == NULL) return;
+  if (c->ahead) _mt_ahead_outcome(p, c, false); /* written ahead for nothing */
   /* a read-ahead still reading it is waited for and thrown away first
    * (readahead.c): its bytes must not land in a host slot given to
    * someone else, nor the pages be reused under it */

@@ -11,7 +11,10 @@
  * Copies written ahead (while the drive is idle, once the host tier has
  * spilled, with the read-ahead on): the next chunks in the spill order get valid NVMe copies and
  * stay HOST with their host memory; their spill later writes nothing; a
- * write to one makes its copy stale, and the next spill writes it again.
+ * write to one makes its copy stale, and the next spill writes it again;
+ * a spill that finds a copy ahead counts for its region, and a region
+ * whose copies ahead keep going stale (rewritten before any spill) gets
+ * none after a few (_mt_ahead_outcome).
  *
  * The launch hook (_mt_sw_launch) is called directly under the lock, as a
  * launch would, so that no kernel is needed. Host mappings are off (async
@@ -341,8 +344,10 @@ Test(spillwrite, copies_written_ahead_stay_host_and_make_the_spill_free) {
   P->epoch++;
   cr_assert_eq(_mt_host_spill(P, 1), 0);
   pthread_mutex_unlock(&P->lock);
-  for (int k = 0; k < 4; k++)
+  for (int k = 0; k < 4; k++) {
     cr_assert_eq(cs[k]->state, CH_NVME, "chunk %d copied ahead leads the spill order: spilled", k);
+    cr_assert(!cs[k]->ahead && cs[k]->region->ahead_score > 0, "and its copy counted as used");
+  }
   uint64_t spilled = st("nvme_spills") - spills0;
   uint64_t written = (st("bytes_nvme_write") - wr1) / P->chunk;
   cr_assert_eq(written, spilled - 4, "%llu chunks written for %llu spilled: none for the four copied ahead",
@@ -377,6 +382,59 @@ Test(spillwrite, a_write_after_a_copy_ahead_makes_it_stale) {
     fill(want, REG, (i == r ? 1000u : 1u) + (uint32_t)i);
     cr_assert(memcmp(buf, want, REG) == 0, "region %d", i);
   }
+  free(buf);
+  free(want);
+  finish();
+}
+
+Test(spillwrite, copies_ahead_that_go_stale_stop) {
+  uint32_t *buf = malloc(REG), *want = malloc(REG);
+  uintptr_t a[NREG];
+  spill_then_copy_ahead(a, buf, 8);
+  read_ahead_on(a);
+  uint64_t made = 0, last = 0;
+  int rounds = 0;
+  for (; rounds < 32; rounds++) {
+    uint64_t c0 = st("spill_ahead_copies");
+    launch_spill();
+    settle_all();
+    last = st("spill_ahead_copies") - c0;
+    made += last;
+    if (rounds > 0 && last == 0) break;
+    /* the regions just copied ahead are rewritten (with the bytes they
+     * hold) before any spill: their copies are stale */
+    bool hit[NREG] = {false};
+    pthread_mutex_lock(&P->lock);
+    for (int i = 0; i < NREG; i++) {
+      mt_region_t *r = _mt_region_of(P, a[i]);
+      for (uint32_t k = 0; k < r->nchunks; k++) hit[i] |= r->chunks[k].ahead && r->chunks[k].state == CH_HOST;
+    }
+    pthread_mutex_unlock(&P->lock);
+    for (int i = 0; i < NREG; i++) {
+      if (!hit[i]) continue;
+      fill(buf, REG, (uint32_t)i + 1);
+      cr_assert_eq(put(a[i], buf, REG), 0, "region %d", i);
+    }
+  }
+  cr_assert_gt(made, 0u, "copies were written ahead at first");
+  cr_assert_eq(last, 0u, "after %d rounds of stale copies none are written (%llu in all)", rounds,
+               (unsigned long long)made);
+  pthread_mutex_lock(&P->lock);
+  int waiting = 0; /* HOST chunks whose spill would write them */
+  for (int i = 0; i < NREG; i++) {
+    mt_region_t *r = _mt_region_of(P, a[i]);
+    for (uint32_t k = 0; k < r->nchunks; k++) {
+      mt_chunk_t *c = &r->chunks[k];
+      if (c->state != CH_HOST || c->sw != 0 || (c->nv != NULL && _mt_nvme_chunk_valid(c->nv))) continue;
+      waiting++;
+      cr_assert(r->ahead_score <= MT_AHEAD_STOP, "region %d: a chunk awaiting a write is not copied only "
+                "because its region's copies went stale (score %d)", i, r->ahead_score);
+      cr_assert_eq(c->node.cost, MT_COST_CHEAP, "filed apart from the candidates");
+    }
+  }
+  pthread_mutex_unlock(&P->lock);
+  cr_assert_gt(waiting, 0, "chunks await a write");
+  check_all(a, buf, want);
   free(buf);
   free(want);
   finish();
