@@ -15,7 +15,8 @@
  * Inception-v3). The sub-list keeps the main list's order because a node
  * joins it at the head when it is linked at the head, and recost() puts
  * one that turned dirty in place by its stamp (stamps grow towards the
- * head), walking from the head: a node turns dirty as it is used.
+ * head), walking from both ends: a node turns dirty as it is used, or
+ * long after.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -114,9 +115,23 @@ static void lru_recost(mt_policy_t *p, mt_policy_node_t *n) {
     return;
   }
   if (n->dnext != NULL) return;
-  mt_policy_node_t *at = &p->dhead; /* after the last node more recent than n */
-  while (at->dnext != &p->dhead && at->dnext->stamp > n->stamp) at = at->dnext;
-  d_link_after(at, n);
+  /* In place by stamp, from both ends at once: a chunk used just now, or
+   * one long cold (a retained host copy given back, a host write), costs
+   * a step or two. h: the first from the head older than n (n goes before
+   * it); t: the first from the tail newer than n (n goes after it). */
+  mt_policy_node_t *h = p->dhead.dnext, *t = p->dhead.dprev;
+  for (;;) {
+    if (h == &p->dhead || h->stamp < n->stamp) {
+      d_link_after(h->dprev, n);
+      return;
+    }
+    if (t == &p->dhead || t->stamp > n->stamp) {
+      d_link_after(t, n);
+      return;
+    }
+    h = h->dnext;
+    t = t->dprev;
+  }
 }
 
 static mt_policy_node_t *lru_victim(mt_policy_t *p, mt_policy_eligible_fn eligible, void *arg) {

@@ -211,6 +211,50 @@ Test(lru, dirty_sublist_keeps_the_order) {
   lru->destroy(p);
 }
 
+/* Random inserts, touches, removals and cost changes: every seventh, the
+ * dirty nodes victim_in() walks come in exactly victim()'s order (a veto
+ * that rejects every node records the whole walk). */
+typedef struct {
+  mt_policy_node_t *v[64];
+  int n;
+  bool dirty_only;
+} order_t;
+
+static bool collect_order(mt_policy_node_t *n, void *arg) {
+  order_t *o = arg;
+  if (!o->dirty_only || n->cost == MT_COST_DIRTY) o->v[o->n++] = n;
+  return false;
+}
+
+Test(lru, dirty_sublist_matches_the_order_under_random_operations) {
+  const mt_policy_ops_t *lru = _mt_policy_find("lru");
+  mt_policy_t *p = lru->create(true);
+  mt_policy_node_t n[64];
+  memset(n, 0, sizeof(n));
+  uint32_t x = 12345;
+  for (int step = 0; step < 20000; step++) {
+    x = x * 1103515245u + 12345u;
+    mt_policy_node_t *m = &n[(x >> 8) % 64];
+    switch ((x >> 20) % 4) {
+    case 0: m->cost = (uint8_t)((x >> 24) % 3); lru->insert(p, m); break;
+    case 1: m->cost = (uint8_t)((x >> 24) % 3); lru->touch(p, m); break;
+    case 2: lru->remove(p, m); break;
+    default:
+      if (m->linked) {
+        m->cost = (uint8_t)((x >> 24) % 3);
+        lru->recost(p, m);
+      }
+    }
+    if (step % 7) continue;
+    order_t all = {.n = 0, .dirty_only = true}, sub = {.n = 0, .dirty_only = false};
+    (void)lru->victim(p, collect_order, &all);
+    (void)lru->victim_in(p, MT_COST_BIT(MT_COST_DIRTY), collect_order, &sub);
+    cr_assert_eq(sub.n, all.n, "step %d: %d dirty nodes on the sub-list, %d in the order", step, sub.n, all.n);
+    for (int i = 0; i < all.n; i++) cr_assert_eq(sub.v[i], all.v[i], "step %d: position %d", step, i);
+  }
+  lru->destroy(p);
+}
+
 Test(vaspace, first_fit_merge_and_exhaustion) {
   mt_vaspace_t v;
   const size_t C = 1 << 21;
