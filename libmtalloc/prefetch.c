@@ -376,8 +376,8 @@ void _mt_prefetch_begin(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n
     if (pf->reuse != NULL) (void)_mt_reuse_use(pf->reuse, r->key);
     r->uses++;
     r->last_use = pf->launches;
-    if (r->kind == REG_SMALL) continue;
-    spent_update(p, r); /* always resident: nothing to prefetch */
+    if (r->kind == REG_SMALL) continue; /* always resident: nothing to prefetch */
+    spent_update(p, r);
     if (pf->lead != NULL && r->ndevice < r->nchunks && fetched_late(r)) _mt_lead_late(pf->lead, r->key);
     pf->regs[m++] = (mt_pred_region_t){r->key, r->size};
   }

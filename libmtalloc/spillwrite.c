@@ -203,11 +203,12 @@ static void finish(mt_pager_t *p, sw_write_t *e, bool move) {
   bool keep = e->keep;
   entry_free(s, e);
   if (keep && res >= 0) {
-    c->ahead = true;
-    _mt_host_recost(p, c); /* its copy valid now: still no write needed */
     /* a copy written ahead: the chunk stays where it is (HOST in the
      * spill order, or fetched meanwhile), its NVMe copy now valid, so its
-     * spill, or its eviction while clean, writes nothing */
+     * spill, or its eviction while clean, writes nothing; that use, or a
+     * write that makes it stale first, is scored (_mt_ahead_outcome) */
+    c->ahead = true;
+    _mt_host_recost(p, c); /* its copy valid now: still no write needed */
     mt_stat_add(bytes_nvme_write, p->chunk);
     return;
   }
