@@ -22,8 +22,9 @@
  * chunks, all written; D's launch evicts A, A's read-only launch brings it
  * back clean (its host copy current) and evicts B. For B's launch the
  * coldest chunk is C, dirty (a copy now, a fetch later); A, clean and
- * hotter, costs only the fetch: A goes, C stays. With MT_POLICY=lru, the
- * unweighted baseline, C goes. */
+ * hotter, costs only the fetch: A goes, C stays.
+ * lru_takes_the_coldest_clean_or_not: with MT_POLICY=lru, the unweighted
+ * baseline, C goes. */
 #include "vpager.h"
 
 #define ITERS 3
@@ -134,7 +135,12 @@ static void clean_before_dirty(const char *policy, bool weighed) {
   vp_stop(p);
 }
 
+/* (one pager per test: each test is its own process, and a pager lives
+ * for the process, vpager.h) */
 Test(spent_pager, a_clean_chunk_goes_before_a_dirty_one) {
   clean_before_dirty("nextuse", true);
+}
+
+Test(spent_pager, lru_takes_the_coldest_clean_or_not) {
   clean_before_dirty("lru", false);
 }
