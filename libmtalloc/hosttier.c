@@ -135,6 +135,7 @@ void _mt_host_release(mt_pager_t *p, mt_chunk_t *c) {
 
 int _mt_host_room(mt_pager_t *p, size_t bytes, bool spill) {
   if (p->host_used + bytes <= p->host_budget) return 0;
+  if (p->nv != NULL) p->host_filled = true; /* the tiers are all in use now (handoff.c) */
   _mt_sw_poll(p); /* spill writes done free their host copies (spillwrite.c) */
   if (p->host_used + bytes <= p->host_budget) return 0;
   if (p->retained.rprev != &p->retained && (p->h2d_unsynced || p->ndefer > 0)) {

@@ -89,7 +89,8 @@ typedef enum mt_opt_type {
     "free) while a kernel still uses it goes at once, without a wait or a copy, to the next " \
     "buffer a kernel on the same stream fills (fewer bytes moved; handoff.c); off: the pager " \
     "waits for the old kernel or evicts live data instead (faster where the link has room); " \
-    "auto: on while host memory is full and chunks live on NVMe")                   \
+    "auto: on while chunks live on NVMe, and with the NVMe read-ahead (a predictor) " \
+    "from the first time host memory is full on")                                    \
   X(TRACE, STRING, "", 0, 0, "", "path",                                           \
     "record a binary trace of allocations, launches, moves and stalls here (mt-trace reads it)")      \
   X(STATS, BOOL, "off", 0, 0, "", "",                                              \

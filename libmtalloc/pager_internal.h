@@ -482,6 +482,9 @@ struct mt_pager {
   bool prefetching;          /* the fetches being made are a prefetch's */
   uint8_t handoff;           /* MT_HANDOFF (0 auto, 1 on, 2 off): freed regions' memory reused
                               * in stream order */
+  bool handoff_fill;         /* the read-ahead runs: MT_HANDOFF=auto turns on for good once
+                              * host memory is full (handoff.c) */
+  bool host_filled;          /* with an NVMe tier, host memory has been full (hosttier.c) */
   uint32_t op_si;            /* the stream of the launch being prepared (launch.c), 0 = none */
   size_t op_fresh;           /* bytes of its never-touched chunks not yet given memory handed
                               * from freed regions (handoff.c: only those take it) */

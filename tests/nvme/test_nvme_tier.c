@@ -4,7 +4,9 @@
  * write; cuMemGetInfo counts the tier; and every fault the store can meet
  * (EIO, short transfers, ENOSPC, a full MT_MAX_NVME, a flipped bit, a
  * missing directory) loses nothing: the operation that needed the room
- * fails, the data stays where it was and reads back intact.
+ * fails, the data stays where it was and reads back intact. MT_HANDOFF=auto
+ * follows the tiers (on while chunks live on NVMe; with the read-ahead, on
+ * for good once host memory has been full).
  *
  * The store is compiled into this program with -DMT_FAULT_INJECT (see
  * meson.build); its files go under MT_NVME_TEST_DIR (/tmp may be tmpfs,
@@ -115,6 +117,38 @@ Test(nvme_tier, spill_order_lru_under_nextuse) { spill_order_case("lru", NULL, &
 Test(nvme_tier, spill_order_nextuse) { spill_order_case("nextuse", NULL, &_mt_policy_nextuse); }
 Test(nvme_tier, spill_order_auto_demand_is_the_gpus) { spill_order_case(NULL, NULL, &_mt_policy_nextuse); }
 Test(nvme_tier, spill_order_auto_readahead_is_lru) { spill_order_case("auto", "correlation", &_mt_policy_lru); }
+
+/* MT_HANDOFF=auto (handoff.c): off while host memory has room and nothing
+ * lives on NVMe; on while chunks do; with the read-ahead (a predictor) it
+ * stays on once host memory has been full, even when NVMe empties again,
+ * without it it goes off. */
+static void handoff_auto_case(const char *predictor, bool stays_on) {
+  start_with(4, 24, NULL, 0, "nextuse", NULL, predictor);
+  cr_assert_eq(P->handoff, 0, "MT_HANDOFF=auto");
+  pthread_mutex_lock(&P->lock);
+  cr_assert(!_mt_handoff_on(P), "off: host memory has room, NVMe is empty");
+  pthread_mutex_unlock(&P->lock);
+  uint32_t *buf = malloc(REG), *want = malloc(REG);
+  uintptr_t a[NREG];
+  write_n(a, buf, NREG);
+  pthread_mutex_lock(&P->lock);
+  cr_assert(P->host_filled && P->live[CH_NVME] > 0, "host memory filled, chunks spilled");
+  cr_assert(_mt_handoff_on(P), "on while chunks live on NVMe");
+  pthread_mutex_unlock(&P->lock);
+  check_all(a, buf, want);
+  for (int i = 0; i < NREG; i++) cr_assert_eq(_mt_free(a[i], 0, false), 0);
+  pthread_mutex_lock(&P->lock);
+  cr_assert_eq(P->live[CH_NVME], 0u, "nothing lives on NVMe after the frees");
+  cr_assert_eq(_mt_handoff_on(P), stays_on, "%s: %s once NVMe is empty again", predictor ? predictor : "none",
+               stays_on ? "stays on" : "off");
+  pthread_mutex_unlock(&P->lock);
+  free(buf);
+  free(want);
+  finish();
+}
+
+Test(nvme_tier, handoff_auto_with_the_read_ahead_stays_on) { handoff_auto_case("correlation", true); }
+Test(nvme_tier, handoff_auto_demand_paged_follows_nvme) { handoff_auto_case(NULL, false); }
 
 /* A fault on the spill path: the write fails, the chunk stays in host
  * memory, the operation that needed the room fails with out-of-memory, and
