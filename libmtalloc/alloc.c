@@ -271,12 +271,12 @@ int _mt_free(uintptr_t addr, mt_handle_t s, bool async) {
     uint32_t si = _mt_stream_index(p, s);
     if (_mt_trace_on()) _mt_trace_free(r->id, si, true);
     if (si != 0) _mt_region_hold(p, r, si, _mt_stream_seq(p, si));
-    r->next_pending = p->pending;
-    p->pending = r;
-    /* this one now (the walk below runs only when some stream has moved) */
+    /* this one now: the walk below runs only when some stream has moved */
     if (!_mt_capture_active(p) && !_mt_region_held(p, r, false)) {
-      p->pending = r->next_pending;
       region_destroy(p, r);
+    } else {
+      r->next_pending = p->pending;
+      p->pending = r;
     }
     _mt_reap_pending(p, false);
   } else {

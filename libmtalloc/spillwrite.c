@@ -376,11 +376,11 @@ void _mt_sw_launch(mt_pager_t *p) {
    * copy given back when its NVMe copy was valid): that many victims, in
    * one walk, at most a batch at a time. */
   while (s->n < s->cap && p->host_used > pending && p->host_used - pending + s->headroom > p->host_budget) {
-    size_t excess = (p->host_used - pending + s->headroom - p->host_budget + p->chunk - 1) / p->chunk;
-    size_t room = s->cap - s->n;
+    size_t want = (p->host_used - pending + s->headroom - p->host_budget + p->chunk - 1) / p->chunk;
+    if (want > s->cap - s->n) want = s->cap - s->n;
+    if (want > EVICT_BATCH) want = EVICT_BATCH;
     mt_chunk_t *cs[EVICT_BATCH];
-    mt_collect_t k = {eligible, p, cs, 0, (int)(excess < room ? excess < EVICT_BATCH ? excess : EVICT_BATCH
-                                                               : room < EVICT_BATCH ? room : EVICT_BATCH)};
+    mt_collect_t k = {eligible, p, cs, 0, (int)want};
     (void)p->hpol_ops->victim(p->nv->hpol, _mt_collect, &k);
     if (k.n == 0) break;
     for (int i = 0; i < k.n; i++) {
