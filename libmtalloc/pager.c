@@ -145,7 +145,7 @@ void _mt_check_region(const mt_pager_t *p, const mt_region_t *r) {
       mt_assert(!c->node.linked || c->node.cost == _mt_chunk_cost(c));
     }
     if (c->state == CH_HOST) mt_assert(c->host_addr != 0 && (c->host != 0 || !p->host_mapped));
-    if (c->state == CH_HOST && c->node.linked) mt_assert(c->node.cost == _mt_host_cost(c)); /* _mt_host_recost */
+    if (c->state == CH_HOST && c->node.linked) mt_assert(c->node.cost == _mt_host_cost(c)); /* _mt_recost */
     if (c->state == CH_NONE) mt_assert(c->host_addr == 0);
     mt_assert(!c->retained || (c->state == CH_DEVICE && c->host_addr != 0));
     mt_assert(c->clean_batch == 0 || (c->state == CH_DEVICE && c->dirty));

@@ -657,14 +657,19 @@ static inline uint8_t _mt_host_cost(const mt_chunk_t *c) {
   return written || c->region->ahead_score <= MT_AHEAD_STOP ? MT_COST_CHEAP : MT_COST_DIRTY;
 }
 
-/* c's host cost may have changed (a write began, finished, or its NVMe
- * copy was dropped): refiled if it sits in the spill order. */
-static inline void _mt_host_recost(mt_pager_t *p, mt_chunk_t *c) {
-  if (c->state != CH_HOST || !c->node.linked || p->nv == NULL) return;
-  uint8_t k = _mt_host_cost(c);
+/* c's cost may have changed while it sat in a policy: on the device
+ * (written, cleaned, its region spent) or in the spill order (a write
+ * began or finished, its NVMe copy was dropped, its region's copies ahead
+ * stopped paying). Refiled where it sits; nothing when it sits nowhere. */
+static inline void _mt_recost(mt_pager_t *p, mt_chunk_t *c) {
+  if (!c->node.linked) return;
+  const bool dev = c->state == CH_DEVICE;
+  if (!dev && (c->state != CH_HOST || p->nv == NULL)) return;
+  uint8_t k = dev ? _mt_chunk_cost(c) : _mt_host_cost(c);
   if (k == c->node.cost) return;
   c->node.cost = k;
-  p->hpol_ops->recost(p->nv->hpol, &c->node);
+  if (dev) p->pol_ops->recost(p->pol, &c->node);
+  else p->hpol_ops->recost(p->nv->hpol, &c->node);
 }
 
 /* One walk of a policy that collects up to max eligible nodes, in its
@@ -703,7 +708,7 @@ static inline void _mt_ahead_outcome(mt_pager_t *p, mt_chunk_t *c, bool used) {
   if (used && r->ahead_score < 4) r->ahead_score++;
   if (!used && r->ahead_score > -4) r->ahead_score--;
   if (was == (r->ahead_score <= MT_AHEAD_STOP)) return;
-  for (uint32_t i = 0; i < r->nchunks; i++) _mt_host_recost(p, &r->chunks[i]);
+  for (uint32_t i = 0; i < r->nchunks; i++) _mt_recost(p, &r->chunks[i]);
 }
 
 /* Whether r is spent (above). */
@@ -718,15 +723,6 @@ static inline void _mt_set_dev_order(mt_pager_t *p, mt_chunk_t *c) {
   c->node.cost = _mt_chunk_cost(c);
 }
 
-/* c's cost may have changed while it sat in the device policy (written,
- * cleaned, its region spent): refiled. */
-static inline void _mt_recost(mt_pager_t *p, mt_chunk_t *c) {
-  if (c->state != CH_DEVICE || !c->node.linked) return;
-  uint8_t k = _mt_chunk_cost(c);
-  if (k == c->node.cost) return;
-  c->node.cost = k;
-  p->pol_ops->recost(p->pol, &c->node);
-}
 
 /* c's write-behind copy no longer makes it clean (written since, cleaned,
  * or evicted); the copy itself may still be in flight (wb_batch). */

@@ -208,7 +208,7 @@ static void finish(mt_pager_t *p, sw_write_t *e, bool move) {
      * spill, or its eviction while clean, writes nothing; that use, or a
      * write that makes it stale first, is scored (_mt_ahead_outcome) */
     c->ahead = true;
-    _mt_host_recost(p, c); /* its copy valid now: still no write needed */
+    _mt_recost(p, c); /* its copy valid now: still no write needed */
     mt_stat_add(bytes_nvme_write, p->chunk);
     return;
   }
@@ -323,7 +323,7 @@ static bool issue(mt_pager_t *p, mt_chunk_t *c, bool keep) {
   s->n++;
   s->inflight++;
   c->sw = (uint32_t)(e - s->w) + 1;
-  _mt_host_recost(p, c); /* written ahead, it stays in the spill order: written */
+  _mt_recost(p, c); /* written ahead, it stays in the spill order: written */
   if (keep) mt_stat_add(spill_ahead_copies, 1);
   else mt_stat_add(spill_async, 1);
   if (_mt_trace_on()) _mt_trace_copy(MT_TR_NVME_WRITE, true, 0, p->chunk, _mt_trace_now(), _mt_trace_now());

@@ -219,7 +219,7 @@ void _mt_nv_drop(mt_pager_t *p, mt_chunk_t *c) {
   int rc = _mt_nvme_chunk_free(p->nv->store, c->nv);
   mt_assert(rc == 0);
   c->nv = NULL;
-  _mt_host_recost(p, c); /* its spill must write it now */
+  _mt_recost(p, c); /* its spill must write it now */
 }
 
 static int pages_for(mt_pager_t *p, mt_chunk_t *c) {
