@@ -49,6 +49,27 @@
  * launch and fewer than ring-size slots were appended since. An evicted or
  * overwritten footprint reads as unknown, never as someone else's.
  *
+ * Context (a third kind of entry). A pair is not always enough: with
+ * activation checkpointing a layer's forward runs twice with the same
+ * launches (same function, same weights, same keys), and the pair that
+ * ends it is followed by the next layer's forward in the first pass and by
+ * the layer's own backward in the recomputation; the recency rule then
+ * predicts the other branch every time (95.8% of launches predicted on a
+ * checkpointed 100B synth trace, 100% without checkpointing). The two
+ * streams differ in how they entered the shared run: the launch before its
+ * first one. So the predictor finds merge points -- launches seen after
+ * more than one predecessor (a launch entry's `pad` keeps a 7-bit
+ * fingerprint of its predecessor and a bit set once another came) -- and
+ * carries a context: a hash of the last merge point passed and its
+ * predecessor's fingerprint, in the observed stream and along every walk.
+ * A pair whose best successor ever changed is branchy (a bit in its pad):
+ * the walk then asks a context entry, keyed by hash(previous, current,
+ * context), first. The change that makes a pair branchy learns both
+ * branches at once: the old best successor under the context the last
+ * merge point had with its first predecessor (kept in its entry), so the
+ * next iteration is predicted in full. Context entries exist for branchy
+ * pairs only: a stream without such branches costs nothing more.
+ *
  * Divergence: the walk always starts from the last two observed launches,
  * so when the stream departs from the prediction the next predict() walks
  * from what was observed; observe() says whether it was the expected one.
@@ -62,6 +83,9 @@
 #include "mix.h"
 
 #define MT_CORR_SUCC 2
+#define PAD_PRED 0x7f   /* launch entries: predecessor fingerprint, 1..127; 0 = none yet */
+#define PAD_MERGE 0x80  /* launch entries: a second predecessor was seen */
+#define PAD_BRANCHY 0x01 /* pair entries: the best successor changed once */
 #define CNT_MAX 7
 #define PROBE 8
 #define DEFAULT_CAPACITY 65536
@@ -71,8 +95,9 @@ typedef struct entry {
   uint64_t succ[MT_CORR_SUCC];   /* successor launch ids, most frequent first */
   uint8_t cnt[MT_CORR_SUCC];     /* recency-weighted counts, 0..CNT_MAX */
   uint8_t ref;                   /* clock reference bit */
-  uint8_t pad;
-  uint32_t fp;                   /* launch entries: footprint header position */
+  uint8_t pad;                   /* PAD_* flags, by entry kind */
+  uint32_t fp;                   /* launch entries: footprint header position;
+                                    pair entries: the context of the last learn */
 } entry_t;
 
 _Static_assert(sizeof(entry_t) == 32, "an entry is documented as 32 bytes");
@@ -88,6 +113,7 @@ typedef struct walk {
   double prob[WALK];   /* that step's probability */
   const mt_pred_region_t *fp[WALK]; /* its footprint (ring), NULL if unknown */
   uint32_t fpn[WALK];  /* regions in fp */
+  uint32_t ctx[WALK];  /* the context with that step as the current launch */
   uint32_t start, n;
   bool ended;          /* the walk cannot go past its last step */
   bool valid;
@@ -101,6 +127,8 @@ struct mt_predictor {
   uint32_t ring_mask;     /* ring slots - 1 */
   uint32_t ring_head;     /* next slot to write, wrapping */
   uint64_t prev, cur;     /* last two observed launches; 0 = none yet */
+  uint32_t ctx;           /* the context at cur (see Context); 0 = none yet */
+  uint64_t merge;         /* the last merge point observed (ctx's), 0 = none */
   size_t cur_slot;        /* cur's launch entry, if tab[cur_slot] still holds it */
   uint64_t expected;      /* the walk's first step from (prev, cur), if has_expected */
   bool has_expected;
@@ -119,6 +147,26 @@ static inline uint64_t launch_key(uint64_t id) {
 
 static inline uint64_t pair_key(uint64_t prev, uint64_t cur) {
   return nonzero(_mt_mix64(prev * 0x9e3779b97f4a7c15ULL ^ _mt_mix64(cur)));
+}
+
+static inline uint64_t ctx_key(uint64_t prev, uint64_t cur, uint32_t ctx) {
+  return nonzero(_mt_mix64(pair_key(prev, cur) ^ ((uint64_t)ctx << 32 | 0x637478u)));
+}
+
+/* pred's fingerprint as a predecessor, 1..PAD_PRED */
+static inline uint8_t pred_print(uint64_t pred) {
+  return (uint8_t)(1 + _mt_mix64(pred ^ 0x70726564ULL) % PAD_PRED);
+}
+
+/* The context that merge point m, reached from a predecessor with
+   fingerprint f, starts. */
+static inline uint32_t ctx_of(uint64_t m, uint8_t f) {
+  return (uint32_t)(_mt_mix64(m ^ (uint64_t)f << 56 ^ 0x6d65726765ULL) >> 32) | 1u;
+}
+
+/* The context after stepping from cur to next, whose entry is slot i. */
+static inline uint32_t ctx_next(const mt_predictor_t *p, size_t i, uint64_t cur, uint64_t next, uint32_t ctx) {
+  return i != SIZE_MAX && (p->tab[i].pad & PAD_MERGE) ? ctx_of(next, pred_print(cur)) : ctx;
 }
 
 static size_t pow2_at_least(size_t n) {
@@ -212,9 +260,14 @@ static bool best(const mt_predictor_t *p, size_t i, uint64_t *next, double *prob
   return true;
 }
 
-/* One step of the walk from (prev, cur): the next launch and its probability. */
-static bool step(const mt_predictor_t *p, uint64_t prev, uint64_t cur, uint64_t *next, double *prob) {
-  if (best(p, find(p, pair_key(prev, cur)), next, prob)) return true;
+/* One step of the walk from (prev, cur) in context ctx: the next launch and
+   its probability. */
+static bool step(const mt_predictor_t *p, uint64_t prev, uint64_t cur, uint32_t ctx, uint64_t *next,
+                 double *prob) {
+  size_t i = find(p, pair_key(prev, cur));
+  if (i != SIZE_MAX && (p->tab[i].pad & PAD_BRANCHY) && best(p, find(p, ctx_key(prev, cur, ctx)), next, prob))
+    return true;
+  if (best(p, i, next, prob)) return true;
   if (best(p, find(p, launch_key(cur)), next, prob)) {
     *prob *= 0.5;
     return true;
@@ -270,6 +323,7 @@ static void store_footprint(mt_predictor_t *p, size_t i, uint64_t id, const mt_p
 static bool extend(const mt_predictor_t *p, walk_t *w, uint32_t want) {
   while (w->n < want && !w->ended) {
     uint64_t prev, cur, next;
+    uint32_t ctx = w->n >= 1 ? w->ctx[(w->start + w->n - 1) % WALK] : p->ctx;
     double prob;
     if (w->n >= 2) {
       prev = w->id[(w->start + w->n - 2) % WALK], cur = w->id[(w->start + w->n - 1) % WALK];
@@ -278,13 +332,15 @@ static bool extend(const mt_predictor_t *p, walk_t *w, uint32_t want) {
     } else {
       prev = p->prev, cur = p->cur;
     }
-    if (!step(p, prev, cur, &next, &prob)) {
+    if (!step(p, prev, cur, ctx, &next, &prob)) {
       w->ended = true;
       break;
     }
     uint32_t j = (w->start + w->n) % WALK;
+    size_t li = find(p, launch_key(next));
     w->id[j] = next, w->prob[j] = prob;
-    w->fp[j] = footprint(p, find(p, launch_key(next)), next, &w->fpn[j]);
+    w->fp[j] = footprint(p, li, next, &w->fpn[j]);
+    w->ctx[j] = ctx_next(p, li, cur, next, ctx);
     w->n++;
   }
   return w->n > 0;
@@ -320,6 +376,36 @@ static void corr_destroy(mt_predictor_t *p) {
   free(p);
 }
 
+/* (prev, cur) was followed by id: the pair entry learns it and, once
+   branchy, so does the context entry (Context above). */
+static void learn_pair(mt_predictor_t *p, uint64_t id) {
+  size_t i = find_or_insert(p, pair_key(p->prev, p->cur));
+  entry_t *e = &p->tab[i];
+  uint64_t top = e->succ[0];
+  uint32_t top_ctx = e->fp; /* the context of its last learn */
+  bool had = e->cnt[0] > 0;
+  p->epoch += learn(e, id);
+  e->fp = p->ctx;
+  bool first = had && top != id && !(e->pad & PAD_BRANCHY);
+  if (first) {
+    e->pad |= PAD_BRANCHY;
+    p->epoch++;
+  }
+  if (!(e->pad & PAD_BRANCHY)) return;
+  if (first && p->merge != 0) {
+    /* The old branch came, most likely, from the merge point's first
+       predecessor: the context it has from there from now on. */
+    size_t m = find(p, launch_key(p->merge));
+    if (m != SIZE_MAX && (p->tab[m].pad & PAD_PRED) != 0) {
+      uint32_t c = ctx_of(p->merge, p->tab[m].pad & PAD_PRED);
+      if (c != p->ctx) top_ctx = c;
+    }
+  }
+  /* the inserts below may evict e itself: it is not touched again */
+  if (first && top_ctx != p->ctx) p->epoch += learn(&p->tab[find_or_insert(p, ctx_key(p->prev, p->cur, top_ctx))], top);
+  p->epoch += learn(&p->tab[find_or_insert(p, ctx_key(p->prev, p->cur, p->ctx))], id);
+}
+
 static bool corr_observe(mt_predictor_t *p, uint64_t id, const mt_pred_region_t *r, size_t n) {
   bool hit = p->has_expected && p->expected == id;
   p->st.observed++;
@@ -330,9 +416,16 @@ static bool corr_observe(mt_predictor_t *p, uint64_t id, const mt_pred_region_t 
     size_t cs = p->cur_slot != SIZE_MAX && p->tab[p->cur_slot].key == ck ? p->cur_slot : find_or_insert(p, ck);
     p->epoch += learn(&p->tab[cs], id);
   }
-  if (p->st.observed > 2) p->epoch += learn(&p->tab[find_or_insert(p, pair_key(p->prev, p->cur))], id);
+  if (p->st.observed > 2) learn_pair(p, id);
   size_t s = find_or_insert(p, launch_key(id));
   store_footprint(p, s, id, r, n);
+  if (p->st.observed > 1) { /* a merge point: the context is who led here */
+    entry_t *e = &p->tab[s];
+    uint8_t f = pred_print(p->cur);
+    if ((e->pad & PAD_PRED) == 0) e->pad |= f;
+    else if ((e->pad & PAD_PRED) != f && !(e->pad & PAD_MERGE)) e->pad |= PAD_MERGE, p->epoch++;
+    if (e->pad & PAD_MERGE) p->ctx = ctx_of(id, f), p->merge = id;
+  }
   p->prev = p->cur;
   p->cur = id;
   p->cur_slot = s;
@@ -366,12 +459,15 @@ static size_t corr_predict(mt_predictor_t *p, mt_pred_launch_t *out, size_t max)
     return k;
   }
   uint64_t prev = p->prev, cur = p->cur, next;
+  uint32_t ctx = p->ctx;
   double prob;
-  while (k < max && step(p, prev, cur, &next, &prob)) {
+  while (k < max && step(p, prev, cur, ctx, &next, &prob)) {
+    size_t li = find(p, launch_key(next));
     conf *= prob;
     out[k].id = next;
     out[k].confidence = conf;
-    out[k].regions = footprint(p, find(p, launch_key(next)), next, &out[k].nregions);
+    out[k].regions = footprint(p, li, next, &out[k].nregions);
+    ctx = ctx_next(p, li, cur, next, ctx);
     prev = cur, cur = next;
     k++;
   }

@@ -210,6 +210,53 @@ Test(predictor, one_off_detour_keeps_successor) {
   ops->destroy(p);
 }
 
+/* One training iteration with activation checkpointing every layer, as
+   mt-trace synth writes it: each layer's forward (4 launches) runs in the
+   first pass and again, the same launches, before that layer's backward
+   (3 launches). Returns its length. */
+#define CK_LAYERS 6
+static size_t checkpointed(uint64_t *seq) {
+  size_t n = 0;
+  for (uint64_t l = 0; l < CK_LAYERS; l++)
+    for (uint64_t k = 0; k < 4; k++) seq[n++] = 2000 + 10 * l + k;
+  seq[n++] = 2999; /* the head */
+  for (uint64_t l = CK_LAYERS; l-- > 0;) {
+    for (uint64_t k = 0; k < 4; k++) seq[n++] = 2000 + 10 * l + k; /* recomputed */
+    for (uint64_t k = 0; k < 3; k++) seq[n++] = 3000 + 10 * l + k;
+  }
+  seq[n++] = 3999; /* the optimizer */
+  return n;
+}
+
+/* The pair that ends a recomputed forward is followed by the next layer
+   in the first pass and by the backward in the recomputation: the context
+   (how the shared run was entered) tells them apart, so from the third
+   iteration on every launch is predicted, walks included; the second
+   misses the seam and the first layer's two branches, whose merge point
+   the first iteration's first launch (no predecessor) could not show.
+   The pairs alone (the recency rule) missed two launches per layer in
+   every iteration: 13 of 68. */
+Test(predictor, checkpointed_recompute_is_told_apart) {
+  const mt_predictor_ops_t *ops = C();
+  mt_predictor_t *p = ops->create(NULL);
+  uint64_t seq[128];
+  size_t n = checkpointed(seq);
+  feed(ops, p, seq, n);
+  size_t h2 = feed(ops, p, seq, n), h3 = feed(ops, p, seq, n);
+  cr_assert_geq(h2, n - 3, "second iteration: %zu of %zu predicted", h2, n);
+  cr_assert_eq(h3, n, "third iteration: %zu of %zu predicted", h3, n);
+  /* walks through both branches: from the end of layer 2's first forward,
+     and from the end of its recomputed one */
+  mt_pred_launch_t out[8];
+  for (size_t i = 0; i < n; i++) {
+    obs(ops, p, seq[i]);
+    size_t m = ops->predict(p, out, 8);
+    for (size_t k = 0; k < m && i + 1 + k < n; k++)
+      cr_assert_eq(out[k].id, seq[i + 1 + k], "after launch %zu, step %zu", i, k);
+  }
+  ops->destroy(p);
+}
+
 /* A table far smaller than the stream stays within its bytes, evicts, and
    still predicts a small hot loop that runs after it. */
 Test(predictor, bounded_memory_and_eviction) {
