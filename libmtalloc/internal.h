@@ -107,9 +107,11 @@ typedef enum mt_opt_type {
     "with an NVMe tier: the order in which host chunks spill to NVMe (hosttier.c); " \
     "auto = lru while the NVMe read-ahead runs (a predictor and MT_READAHEAD_DEPTH > 0), " \
     "else MT_POLICY's (measured on G10's traces, README)")                         \
-  X(PREDICTOR, CHOICE, "correlation", 0, 0, "none|correlation", "",                       \
+  X(PREDICTOR, CHOICE, "correlation", 0, 0, "none|correlation|context", "",               \
     "access-order predictor used for prefetching; none = demand fetching only, "  \
-    "correlation = second-order launch correlation (prefetch.c)")                  \
+    "correlation = second-order launch correlation (prefetch.c), context = the "  \
+    "same, telling recomputed layers (activation checkpointing) from the first "  \
+    "forward (mt-trace plan says where it wins)")                                 \
   X(PREFETCH_DEPTH, INT, "8", 0, 1024, "", "launches",                             \
     "how many predicted launches ahead to prefetch for; 0 = none")                 \
   X(PREFETCH_LEAD, INT, "0", 0, 255, "", "launches",                              \

@@ -6,8 +6,9 @@
  * to 8 region keys) and times one observe() plus one predict() of depth 8
  * per launch. Prints the median over iterations of ns per launch, the
  * prediction hit rate and the table bytes. Not a timed test: run it by hand
- *   build/predictor/bench_predictor [iterations [launches-per-iteration [entries]]]
- * (entries: table capacity, default 4 x launches-per-iteration).
+ *   build/predictor/bench_predictor [iterations [launches-per-iteration [entries [predictor]]]]
+ * (entries: table capacity, default 4 x launches-per-iteration; predictor:
+ * correlation, the default, or context).
  * For instructions per launch independent of machine load, run it under
  * callgrind at two iteration counts and divide the difference in Ir by the
  * difference in launches.
@@ -57,7 +58,11 @@ int main(int argc, char **argv) {
     for (uint32_t k = 0; k < nreg[i]; k++)
       regs[i * 8 + k] = (mt_pred_region_t){.key = rng() % (per * 2), .bytes = 1 + rng() % (1u << 30)};
   }
-  const mt_predictor_ops_t *ops = _mt_predictor_find("correlation");
+  const mt_predictor_ops_t *ops = _mt_predictor_find(argc > 4 ? argv[4] : "correlation");
+  if (ops == NULL || ops == &_mt_predictor_none) {
+    fprintf(stderr, "bench_predictor: predictor must be correlation or context\n");
+    return 2;
+  }
   size_t cap = argc > 3 ? (size_t)atol(argv[3]) : 4 * per;
   mt_predictor_config_t cfg = {.capacity = cap, .footprint_regions = 16 * per};
   mt_predictor_t *p = ops->create(&cfg);

@@ -1,5 +1,6 @@
 /*
- * correlation.c - a second-order correlation predictor.
+ * correlation.c - a second-order correlation predictor ("correlation"),
+ * and the same with a context for recomputed runs ("context").
  *
  * Training repeats itself, so the launch that follows (previous, current)
  * is almost always the one that followed it last iteration. One hash table
@@ -49,7 +50,8 @@
  * launch and fewer than ring-size slots were appended since. An evicted or
  * overwritten footprint reads as unknown, never as someone else's.
  *
- * Context (a third kind of entry). A pair is not always enough: with
+ * Context (a third kind of entry; MT_PREDICTOR=context only). A pair is
+ * not always enough: with
  * activation checkpointing a layer's forward runs twice with the same
  * launches (same function, same weights, same keys), and the pair that
  * ends it is followed by the next layer's forward in the first pass and by
@@ -69,6 +71,11 @@
  * merge point had with its first predecessor (kept in its entry), so the
  * next iteration is predicted in full. Context entries exist for branchy
  * pairs only: a stream without such branches costs nothing more.
+ * It is not the default: predicted right, the read-ahead's window goes
+ * as deep as asked through the recomputed layers, and where host memory
+ * cannot hold it that costs more than the misses did (README, "The
+ * predictor core": the 100B candidate at 256 GiB of host memory, and
+ * SENet154); `mt-trace plan` replays its winner with it.
  *
  * Divergence: the walk always starts from the last two observed launches,
  * so when the stream departs from the prediction the next predict() walks
@@ -129,6 +136,7 @@ struct mt_predictor {
   uint64_t prev, cur;     /* last two observed launches; 0 = none yet */
   uint32_t ctx;           /* the context at cur (see Context); 0 = none yet */
   uint64_t merge;         /* the last merge point observed (ctx's), 0 = none */
+  bool context;           /* "context": merge points, contexts, branchy pairs */
   size_t cur_slot;        /* cur's launch entry, if tab[cur_slot] still holds it */
   uint64_t expected;      /* the walk's first step from (prev, cur), if has_expected */
   bool has_expected;
@@ -346,7 +354,7 @@ static bool extend(const mt_predictor_t *p, walk_t *w, uint32_t want) {
   return w->n > 0;
 }
 
-static mt_predictor_t *corr_create(const mt_predictor_config_t *cfg) {
+static mt_predictor_t *create(const mt_predictor_config_t *cfg, bool context) {
   size_t cap = cfg && cfg->capacity ? cfg->capacity : DEFAULT_CAPACITY;
   cap = pow2_at_least(cap < PROBE ? PROBE : cap);
   size_t rs = cfg && cfg->footprint_regions ? cfg->footprint_regions : 4 * cap;
@@ -365,8 +373,17 @@ static mt_predictor_t *corr_create(const mt_predictor_config_t *cfg) {
   p->mask = cap - 1;
   p->ring_mask = (uint32_t)(rs - 1);
   p->cur_slot = SIZE_MAX;
+  p->context = context;
   p->st.table_bytes = sizeof(*p) + cap * sizeof(entry_t) + rs * sizeof(mt_pred_region_t);
   return p;
+}
+
+static mt_predictor_t *corr_create(const mt_predictor_config_t *cfg) {
+  return create(cfg, false);
+}
+
+static mt_predictor_t *ctx_create(const mt_predictor_config_t *cfg) {
+  return create(cfg, true);
 }
 
 static void corr_destroy(mt_predictor_t *p) {
@@ -385,6 +402,7 @@ static void learn_pair(mt_predictor_t *p, uint64_t id) {
   uint32_t top_ctx = e->fp; /* the context of its last learn */
   bool had = e->cnt[0] > 0;
   p->epoch += learn(e, id);
+  if (!p->context) return;
   e->fp = p->ctx;
   bool first = had && top != id && !(e->pad & PAD_BRANCHY);
   if (first) {
@@ -419,7 +437,7 @@ static bool corr_observe(mt_predictor_t *p, uint64_t id, const mt_pred_region_t 
   if (p->st.observed > 2) learn_pair(p, id);
   size_t s = find_or_insert(p, launch_key(id));
   store_footprint(p, s, id, r, n);
-  if (p->st.observed > 1) { /* a merge point: the context is who led here */
+  if (p->context && p->st.observed > 1) { /* a merge point: the context is who led here */
     entry_t *e = &p->tab[s];
     uint8_t f = pred_print(p->cur);
     if ((e->pad & PAD_PRED) == 0) e->pad |= f;
@@ -481,6 +499,15 @@ static void corr_stats(const mt_predictor_t *p, mt_predictor_stats_t *out) {
 const mt_predictor_ops_t _mt_predictor_correlation = {
   .name = "correlation",
   .create = corr_create,
+  .destroy = corr_destroy,
+  .observe = corr_observe,
+  .predict = corr_predict,
+  .stats = corr_stats,
+};
+
+const mt_predictor_ops_t _mt_predictor_context = {
+  .name = "context",
+  .create = ctx_create,
   .destroy = corr_destroy,
   .observe = corr_observe,
   .predict = corr_predict,

@@ -8,6 +8,7 @@
 static const mt_predictor_ops_t *const predictors[] = {
   &_mt_predictor_none,
   &_mt_predictor_correlation,
+  &_mt_predictor_context,
 };
 
 const mt_predictor_ops_t *_mt_predictor_find(const char *name) {

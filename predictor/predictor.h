@@ -85,5 +85,6 @@ const mt_predictor_ops_t *_mt_predictor_find(const char *name);
 
 extern const mt_predictor_ops_t _mt_predictor_none;
 extern const mt_predictor_ops_t _mt_predictor_correlation;
+extern const mt_predictor_ops_t _mt_predictor_context;
 
 #endif

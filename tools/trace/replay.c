@@ -121,7 +121,9 @@ static void usage(FILE *f) {
           "                        read-ahead, else --policy's), lru or nextuse\n"
           "  --predictor NAME      access-order predictor: correlation (default, as\n"
           "                        MT_PREDICTOR; prefetch.c: fetch what the next launches\n"
-          "                        use while this one runs) or none (demand fetching)\n"
+          "                        use while this one runs), context (the same, telling\n"
+          "                        recomputed layers from first forwards) or none (demand\n"
+          "                        fetching)\n"
           "  --prefetch-depth N    predicted launches to prefetch for (default 8)\n"
           "  --prefetch-lead N     timeliness feedback: a region whose prefetch came late is\n"
           "                        prefetched up to N launches earlier next time (default 0,\n"
@@ -458,7 +460,8 @@ int mt_cmd_replay(int argc, char **argv) {
         break;
       case 'P':
         if (_mt_predictor_find(optarg) == NULL) {
-          fprintf(stderr, "mt-trace replay: unknown predictor '%s' (available: none, correlation)\n", optarg);
+          fprintf(stderr, "mt-trace replay: unknown predictor '%s' (available: none, correlation, context)\n",
+                  optarg);
           return 2;
         }
         predictor = optarg;
