@@ -224,6 +224,11 @@ bool _mt_ra_region(struct mt_pager *p, struct mt_region *r);
 void _mt_ra_poll(struct mt_pager *p);
 /* Reads ahead in flight. */
 unsigned _mt_ra_inflight(const struct mt_pager *p);
+/* r is in the last read-ahead pass's window: the host tier spills it only
+ * when nothing else can go, until the next pass (see readahead.c). */
+bool _mt_ra_windowed(const struct mt_pager *p, const struct mt_region *r);
+/* c, HOST, went to NVMe: a read ahead it was, unused, was wasted. */
+void _mt_ra_spilled(struct mt_pager *p, mt_chunk_t *c);
 /* Chunks [first, last] of r are about to be fetched: a read-ahead in flight
  * for one of them is waited for (that read only) and completed into a host
  * copy, or dropped when it failed (the chunk stays NVME: the demand read
@@ -387,7 +392,10 @@ typedef struct mt_region {
   bool freed;                /* the application freed it; destroyed once its stream work is
                               * done. Its chunks never move again (no copy of dead data) and
                               * have left the live tier counts */
-  uint64_t ra_epoch;         /* readahead.c: == pager epoch: in this launch's read-ahead window */
+  uint64_t ra_epoch;         /* readahead.c: == pager epoch: in that launch's read-ahead window
+                              * (== ra_window: in the last one, _mt_ra_windowed) */
+  uint32_t ra_pos;           /* readahead.c: in that window, the predicted launch that uses it
+                              * first (1 = the next) */
   uint64_t held_walk;        /* == a walk of the policy that found it held (_mt_region_held_in) */
   uint32_t nnvme;            /* chunks NVME (kept by _mt_live_move): read-ahead skips regions
                               * with none */
@@ -433,6 +441,8 @@ struct mt_pager {
 
   uint64_t next_region_id;
   uint64_t epoch;
+  uint64_t ra_window;        /* readahead.c: the epoch of the last read-ahead pass; 0 = none */
+  bool spill_window;         /* hosttier.c: this spill may take chunks of that window */
   uint64_t walks;            /* walks of the policy begun (_mt_region_held_in) */
   mt_handle_t h2d, d2h;      /* copy streams */
   mt_handle_t ev_fetch, ev_evict, ev_h2d;

@@ -29,7 +29,13 @@
  * host copies of device chunks when no fetch copy may still read them (no
  * wait), then from spilling HOST chunks outside the window by the host
  * tier's policy (only when no spill write is in flight, spillwrite.c:
- * those free room without a wait). Reads in flight are bounded
+ * those free room without a wait). The window stays marked until the next
+ * pass (ra_window, each region with the launch that uses it first): the
+ * launches that follow spill, and spill ahead, chunks outside it, and
+ * when only window chunks are left, those used farthest ahead first
+ * (hosttier.c). Marked for its own launch only, a window larger than
+ * host memory was read ahead and then spilled by the next launches' room
+ * requests in LRU order, the nearest first. Reads in flight are bounded
  * (RA_INFLIGHT_DIV of the host budget): they queue on the drive ahead of
  * the synchronous transfers.
  *
@@ -45,7 +51,7 @@
  *
  * Counters: readahead (chunks read ahead), readahead_used (of those,
  * fetched while HOST or in flight), readahead_late (fetches that waited
- * for the read).
+ * for the read), readahead_spilled (of those, spilled to NVMe unused).
  *
  * Threading: under the pager lock.
  */
@@ -177,6 +183,18 @@ unsigned _mt_ra_inflight(const mt_pager_t *p) {
   return p->ra != NULL ? p->ra->inflight : 0;
 }
 
+bool _mt_ra_windowed(const mt_pager_t *p, const mt_region_t *r) {
+  return p->ra_window != 0 && r->ra_epoch == p->ra_window;
+}
+
+void _mt_ra_spilled(mt_pager_t *p, mt_chunk_t *c) {
+  (void)p;
+  if (c->ra != MT_RA_READY) return;
+  c->ra = 0; /* read ahead for nothing: the flag would only go stale */
+  c->region->nra--;
+  mt_stat_add(readahead_spilled, 1);
+}
+
 void _mt_ra_poll(mt_pager_t *p) {
   mt_readahead_t *ra = p->ra;
   if (ra == NULL || ra->inflight == 0) return;
@@ -278,7 +296,10 @@ void _mt_ra_launch(mt_pager_t *p, const mt_predictor_ops_t *ops, mt_predictor_t 
   if (p->ra == NULL && (p->ra = ra_open(p)) == NULL) return;
   mt_readahead_t *ra = p->ra;
   _mt_ra_poll(p);
-  if (p->live[CH_NVME] == 0) return; /* nothing on NVMe: no walk (it costs a deep prediction) */
+  if (p->live[CH_NVME] == 0) { /* nothing on NVMe: no walk (it costs a deep prediction) */
+    p->ra_window = 0;
+    return;
+  }
   size_t np = ops->predict(pred, ra->out, ra->depth);
   /* 1. the window, nearest launch first, each region once; all of it is
    * marked before any room is made, so that no spill takes a chunk the
@@ -290,10 +311,12 @@ void _mt_ra_launch(mt_pager_t *p, const mt_predictor_ops_t *ops, mt_predictor_t 
       mt_region_t *r = _mt_prefetch_region(p, ra->out[j].regions[k].key);
       if (r == NULL || r->freed || r->kind == REG_SMALL || r->ra_epoch == p->epoch) continue;
       r->ra_epoch = p->epoch;
+      r->ra_pos = (uint32_t)(j + 1);
       r->epoch = p->epoch; /* the host tier's spills skip it (host_eligible, pager.c) */
       ra->win[nwin++] = r;
     }
   }
+  p->ra_window = p->epoch;
   /* 2. reads of their NVME chunks, nearest first, while room and ring last */
   for (size_t i = 0; i < nwin; i++)
     if (!_mt_ra_region(p, ra->win[i])) break;

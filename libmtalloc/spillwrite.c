@@ -241,6 +241,7 @@ static void finish(mt_pager_t *p, sw_write_t *e, bool move) {
   _mt_host_release(p, c);
   c->state = CH_NVME;
   _mt_live_move(p, c, CH_HOST, CH_NVME, false);
+    _mt_ra_spilled(p, c);
   mt_stat_add(nvme_spills, 1);
   if (_mt_trace_on())
     _mt_trace_move(MT_TR_EVICT, c->region->id, c->index, MT_TIER_HOST, MT_TIER_NVME, true, false, _mt_chunk_data(p, c));
@@ -306,6 +307,7 @@ static bool issue(mt_pager_t *p, mt_chunk_t *c, bool keep) {
     _mt_host_release(p, c);
     c->state = CH_NVME;
     _mt_live_move(p, c, CH_HOST, CH_NVME, false);
+    _mt_ra_spilled(p, c);
     mt_stat_add(nvme_spills, 1);
     if (_mt_trace_on())
       _mt_trace_move(MT_TR_EVICT, c->region->id, c->index, MT_TIER_HOST, MT_TIER_NVME, false, false,
@@ -330,10 +332,12 @@ static bool issue(mt_pager_t *p, mt_chunk_t *c, bool keep) {
   return true;
 }
 
+/* Spills ahead take nothing of the last read-ahead window (readahead.c):
+ * they are optional, and such a chunk is wanted soon. */
 static bool eligible(mt_policy_node_t *n, void *arg) {
   mt_pager_t *p = arg;
   mt_chunk_t *c = _mt_chunk_of(n);
-  return c->sw == 0 && !in_use(p, c);
+  return c->sw == 0 && !in_use(p, c) && !_mt_ra_windowed(p, c->region);
 }
 
 /* The spill order's next chunk not written yet (nor being written), which

@@ -55,6 +55,7 @@
   X(readahead)             \
   X(readahead_used)        \
   X(readahead_late)        \
+  X(readahead_spilled)     \
   X(host_write_bytes)      \
   X(write_behind)          \
   X(write_behind_used)     \

@@ -184,3 +184,75 @@ static void read_fault(_mt_nvme_fault_t f, uint32_t count) {
 /* EIO on every try (1 + 3 retries) of the 4 requests the ring holds */
 Test(readahead, eio_on_read_ahead_loses_nothing) { read_fault(MT_NVME_FAULT_EIO, 16); }
 Test(readahead, flipped_bit_on_read_ahead_is_never_delivered) { read_fault(MT_NVME_FAULT_FLIP, 1); }
+
+/* The regions (by index) whose chunks are all in host memory; returns how
+ * many, oldest first in the host tier's LRU order (allocation order here). */
+static int all_host(const uintptr_t *a, int *out) {
+  int n = 0;
+  for (int i = 0; i < NREG; i++) {
+    mt_region_t *r = _mt_region_of(P, a[i]);
+    bool all = true;
+    for (uint32_t k = 0; k < r->nchunks; k++) all &= r->chunks[k].state == CH_HOST;
+    if (all) out[n++] = i;
+  }
+  return n;
+}
+
+/* Marks regions as a read-ahead pass would (readahead.c): r's first use is
+ * pos[i] launches ahead. Then the next launch begins. */
+static void mark_window(const uintptr_t *a, const int *idx, const uint32_t *pos, int n) {
+  P->epoch++;
+  for (int i = 0; i < n; i++) {
+    mt_region_t *r = _mt_region_of(P, a[idx[i]]);
+    r->ra_epoch = P->epoch;
+    r->ra_pos = pos[i];
+  }
+  P->ra_window = P->epoch;
+  P->epoch++;
+}
+
+static bool region_in(const uintptr_t *a, int i, uint8_t state) {
+  mt_region_t *r = _mt_region_of(P, a[i]);
+  for (uint32_t k = 0; k < r->nchunks; k++)
+    if (r->chunks[k].state != state) return false;
+  return true;
+}
+
+/* The last read-ahead window stays marked for the launches that follow:
+ * their spills take chunks outside it first, and when only window chunks
+ * are left, those used farthest ahead (LRU order would take the oldest,
+ * here the nearest). Without the marks kept, the 100B candidate at 256
+ * GiB of host read chunks ahead and spilled them unused (README). */
+Test(readahead, spills_keep_the_window_and_take_its_farthest_last) {
+  start(4, 40, NULL, 0);
+  uint32_t *buf = malloc(REG), *want = malloc(REG);
+  uintptr_t a[NREG];
+  write_n(a, buf, NREG);
+  int h[NREG];
+  int nh = all_host(a, h);
+  cr_assert_geq(nh, 6, "six regions in host memory (%d)", nh);
+  pthread_mutex_lock(&P->lock);
+  /* 1. everything in host memory is in the window, nearest first in LRU
+   * order: a spill of 8 chunks takes the four regions used farthest */
+  uint32_t pos[NREG];
+  for (int i = 0; i < nh; i++) pos[i] = (uint32_t)(10 + i); /* the oldest is needed first */
+  mark_window(a, h, pos, nh);
+  cr_assert_eq(_mt_host_spill(P, 8), 0);
+  for (int i = 0; i < nh; i++)
+    cr_assert(region_in(a, h[i], i >= nh - 4 ? CH_NVME : CH_HOST), "region at position %u: %s", pos[i],
+              i >= nh - 4 ? "among the 4 farthest, spilled" : "nearer, kept");
+  /* 2. a new window of the two oldest, the rest outside: a spill takes
+   * none of the window while anything else can go */
+  nh = all_host(a, h);
+  cr_assert_geq(nh, 3, "three regions left in host memory (%d)", nh);
+  uint32_t pos2[] = {3, 7};
+  mark_window(a, h, pos2, 2);
+  cr_assert_eq(_mt_host_spill(P, 8), 0);
+  cr_assert(region_in(a, h[0], CH_HOST) && region_in(a, h[1], CH_HOST), "the window stays in host memory");
+  for (int i = 2; i < nh; i++) cr_assert(region_in(a, h[i], CH_NVME), "region %d, outside the window, went", h[i]);
+  pthread_mutex_unlock(&P->lock);
+  check_all(a, buf, want);
+  free(buf);
+  free(want);
+  finish();
+}

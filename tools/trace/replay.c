@@ -185,8 +185,9 @@ static void usage(FILE *f) {
           "bandwidth); host_wait_s (host time spent waiting), of it nvme_read_wait_s and\n"
           "nvme_write_wait_s (synchronous NVMe transfers) and readahead_wait_s (fetches that\n"
           "waited for a read-ahead) and spill_wait_s (host room that waited for a spill\n"
-          "write in flight); readahead, readahead_used, readahead_late (chunks read\n"
-          "ahead from NVMe, fetched after, fetched before the read was done); spill_async,\n"
+          "write in flight); readahead, readahead_used, readahead_late, readahead_spilled\n"
+          "(chunks read ahead from NVMe, fetched after, fetched before the read was done,\n"
+          "spilled back unused); spill_async,\n"
           "spill_async_waits (spill writes started ahead of need, room requests that waited);\n"
           "peak_live_host_bytes, peak_live_nvme_bytes (the pager's tiers),\n"
           "peak_host_bytes, peak_nvme_bytes (the same plus the optimizer state there); host_opt_* (hand-offs, params, grad_bytes, groups, complete_iterations:\n"
@@ -795,11 +796,13 @@ done:
              (unsigned long long)(mt_stat_get(peak_live_nvme_bytes) + ht.state_nvme_bytes));
       printf("\"host_wait_s\":%.6f,\"nvme_read_wait_s\":%.6f,\"nvme_write_wait_s\":%.6f,\"readahead_wait_s\":%.6f,"
              "\"spill_wait_s\":%.6f,\"readahead\":%llu,\"readahead_used\":%llu,\"readahead_late\":%llu,"
+             "\"readahead_spilled\":%llu,"
              "\"spill_async\":%llu,\"spill_async_waits\":%llu,",
              (double)t.host_wait_ns / 1e9, (double)t.nvme_read_wait_ns / 1e9, (double)t.nvme_write_wait_ns / 1e9,
              (double)t.nvme_async_wait_ns / 1e9, (double)t.nvme_spill_wait_ns / 1e9,
              (unsigned long long)mt_stat_get(readahead), (unsigned long long)mt_stat_get(readahead_used),
-             (unsigned long long)mt_stat_get(readahead_late), (unsigned long long)mt_stat_get(spill_async),
+             (unsigned long long)mt_stat_get(readahead_late), (unsigned long long)mt_stat_get(readahead_spilled),
+             (unsigned long long)mt_stat_get(spill_async),
              (unsigned long long)mt_stat_get(spill_async_waits));
       printf("\"h2d_busy_s\":%.6f,\"d2h_busy_s\":%.6f,\"nvme_busy_s\":%.6f,", (double)t.bytes_h2d / h2d,
              (double)t.bytes_d2h / d2h, (double)t.bytes_nvme_read / nvme_rd + (double)t.bytes_nvme_write / nvme_wr);
