@@ -53,11 +53,13 @@ check(all(plans[i]["tokens_per_s"] >= plans[i + 1]["tokens_per_s"] for i in rang
       "fastest first")
 check(all(p["tokens_per_step"] <= 4096 and p["tokens_per_step"] == p["micro_batch"] * p["grad_accum"] * 64
           for p in plans), "tokens per step = micro-batch x accumulation x 64, at most --max-step-tokens")
-check(all(p["predictor"] in ("correlation", "none") for p in plans),
-      "each names the MT_PREDICTOR setting its replay won with")
-check(bool(plans) and plans[0]["policy"] in ("nextuse", "lru") and plans[0]["handoff"] in ("auto", "on", "off"),
-      "the winner names the MT_POLICY and MT_HANDOFF it replayed fastest with")
-check(all(p["policy"] == "nextuse" and p["handoff"] == "auto" for p in plans[1:]),
+check(all(p["predictor"] in ("correlation", "none") for p in plans[1:])
+      and bool(plans) and plans[0]["predictor"] in ("correlation", "none", "context"),
+      "each names the MT_PREDICTOR setting its replay won with (context: the winner only)")
+check(bool(plans) and plans[0]["policy"] in ("nextuse", "lru") and plans[0]["handoff"] in ("auto", "on", "off")
+      and plans[0]["spill_policy"] in ("auto", "nextuse"),
+      "the winner names the MT_POLICY, MT_HANDOFF and MT_SPILL_POLICY it replayed fastest with")
+check(all(p["policy"] == "nextuse" and p["handoff"] == "auto" and p["spill_policy"] == "auto" for p in plans[1:]),
       "the others were replayed at the library's defaults (only the winner is tuned)")
 t = run(*base)
 check(t.returncode == 0 and "MT_MAX_VRAM=41943040" in t.stdout and "training flags:" in t.stdout
@@ -65,11 +67,12 @@ check(t.returncode == 0 and "MT_MAX_VRAM=41943040" in t.stdout and "training fla
 check(t.returncode == 0 and "MT_PREDICTOR=" + plans[0]["predictor"] in t.stdout if plans else False,
       "the text's MT_PREDICTOR is the best replay's")
 if plans:
-    pol, ho = plans[0]["policy"], plans[0]["handoff"]
+    pol, ho, sp = plans[0]["policy"], plans[0]["handoff"], plans[0]["spill_policy"]
     check(("MT_POLICY=" + pol in t.stdout) == (pol != "nextuse") and "MT_POLICY=nextuse" not in t.stdout
-          and ("MT_HANDOFF=" + ho in t.stdout) == (ho != "auto") and "MT_HANDOFF=auto" not in t.stdout,
-          "the text sets MT_POLICY / MT_HANDOFF only where the winner's differ from the defaults (%s, %s)"
-          % (pol, ho))
+          and ("MT_HANDOFF=" + ho in t.stdout) == (ho != "auto") and "MT_HANDOFF=auto" not in t.stdout
+          and ("MT_SPILL_POLICY=" + sp in t.stdout) == (sp != "auto") and "MT_SPILL_POLICY=auto" not in t.stdout,
+          "the text sets MT_POLICY / MT_HANDOFF / MT_SPILL_POLICY only where the winner's differ from the "
+          "defaults (%s, %s, %s)" % (pol, ho, sp))
 
 r = run("plan", "--model", conf, "--gpu-mem", "40M", "--host-mem", "16M", "--nvme-mem", "16M", "--pcie-bw", "25G",
         "--nvme-read-bw", "3G", "--nvme-write-bw", "2G")

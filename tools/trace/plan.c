@@ -32,8 +32,10 @@
  * from 2 to 256 MiB (chunk_for), access-aware writes, --iterations
  * steps, the last one measured; each twice, with the correlation
  * predictor and with demand paging, see replay), and the fastest replay
- * wins; the winner is replayed three more times, with MT_POLICY=lru and
- * MT_HANDOFF on and off (tune), and keeps the fastest. Host memory
+ * wins; the winner is replayed again with other settings (tune: with
+ * each predictor, the context one included, MT_POLICY=lru and MT_HANDOFF
+ * on and off; with a predictor, next-use spills, MT_SPILL_POLICY=nextuse,
+ * where the trace spills to NVMe), and keeps the fastest. Host memory
  * is split: the pager's host tier gets the weights (plus spill and
  * accumulated gradients) and a margin, the optimizer's state the rest;
  * what does not fit goes through NVMe (--nvme-mem of it).
@@ -86,12 +88,14 @@ typedef struct cand {
   double step_s, busy[5];     /* per resource, share of the replayed time */
   int bind;
   uint64_t peak_host, peak_nvme;
-  bool demand;                /* MT_PREDICTOR=none replayed faster than the correlation predictor */
+  const char *pred;           /* MT_PREDICTOR: correlation, or none where demand paging replayed
+                              * faster; tune() may pick context for the winner */
   double wall_s;              /* how long its (last) replay ran */
-  char cut[96];               /* tune(): the settings whose replays were cut off ("" none) */
+  char cut[512];              /* tune(): the settings whose replays were cut off ("" none) */
   double cut_s;               /* after this many seconds */
   const char *policy;         /* MT_POLICY, MT_HANDOFF: the library's defaults, or (the winner */
   const char *handoff;        /* only, tune()) a value that replayed faster */
+  const char *spill;          /* MT_SPILL_POLICY, likewise */
 } cand_t;
 
 
@@ -119,8 +123,9 @@ static void usage(FILE *f) {
           "gradient accumulation, activation checkpointing, optimizer placement and state\n"
           "compression, bounds each by its busiest resource, replays the best few through\n"
           "mtalloc's pager on the virtual clock (mt-trace replay; each with the correlation\n"
-          "predictor and with demand paging, MT_PREDICTOR; the winner also with LRU\n"
-          "eviction and the handoff on and off, MT_POLICY and MT_HANDOFF), and prints\n"
+          "predictor and with demand paging, MT_PREDICTOR; the winner also with the\n"
+          "context predictor and, with each predictor, with LRU eviction, the handoff on\n"
+          "and off and next-use spills: MT_POLICY, MT_HANDOFF, MT_SPILL_POLICY), and prints\n"
           "the winner as MT_* settings and training flags, its tokens/s and share of the\n"
           "compute-bound ideal, the resource that binds, and why the next best lose. A\n"
           "progress bar goes to stderr when it is a terminal.\n"
@@ -264,9 +269,15 @@ static uint64_t chunk_for(uint64_t gpu, uint64_t act) {
   return c;
 }
 
-/* One replay of c's trace with MT_PREDICTOR=pred and c's policy and
- * handoff; fills c's replay fields (step_s < 0: the replay failed, why in
- * c->why). */
+/* The NVMe tier behind the pager's host memory, where its staging (a few
+ * chunks) is a small part of that memory. */
+static bool tiered(const plan_t *p, const cand_t *c) {
+  return c->spills || c->pager_host >= 64 * chunk_for(p->gpu, c->act);
+}
+
+/* One replay of c's trace with MT_PREDICTOR=pred and c's policy, handoff
+ * and spill order; fills c's replay fields (step_s < 0: the replay failed,
+ * why in c->why). */
 static void replay_with(plan_t *p, cand_t *c, const char *pred, double limit_s) {
   char path[512], gpu[32], host[32], om[32], nv[32], pcie[32], rd[32], wr[32], rate[32], ch[32];
   trace_path(p, c, false, path, sizeof path);
@@ -279,14 +290,13 @@ static void replay_with(plan_t *p, cand_t *c, const char *pred, double limit_s) 
   snprintf(wr, sizeof wr, "%.0f", p->nwr);
   snprintf(rate, sizeof rate, "%.6g", p->rate);
   snprintf(ch, sizeof ch, "%llu", (unsigned long long)chunk_for(p->gpu, c->act));
-  /* the NVMe tier behind the pager's host memory, where its staging (a few
-   * chunks) is a small part of that memory */
-  bool tier = c->spills || c->pager_host >= 64 * chunk_for(p->gpu, c->act);
+  bool tier = tiered(p, c);
   const char *args[] = {p->self, "replay", path, "--gpu-mem", gpu, "--host-mem", host, "--host-opt-mem", om,
                         "--chunk", ch, "--pcie-bw", pcie, "--nvme-read-bw", rd,
                         "--nvme-write-bw", wr, "--host-opt-gparams-per-s", rate, "--predictor", pred,
                         "--writes", "aware", "--no-belady", "--json", "--policy", c->policy,
-                        "--handoff", c->handoff, tier ? "--nvme-mem" : NULL, nv, NULL};
+                        "--handoff", c->handoff, "--spill-policy", c->spill, tier ? "--nvme-mem" : NULL, nv,
+                        NULL};
   static char out[1 << 16];
   int rc = plan_child_timed(p->self, p->dir, args, out, sizeof out, limit_s, &c->wall_s);
   c->step_s = -1;
@@ -318,25 +328,44 @@ static int replay(plan_t *p, cand_t *c) {
   c->replayed = true;
   c->policy = "nextuse";
   c->handoff = "auto";
+  c->spill = "auto";
+  c->pred = "correlation";
   replay_with(p, c, "correlation", 0);
   cand_t d = *c;
   replay_with(p, &d, "none", 0);
   if (d.step_s > 0 && (c->step_s <= 0 || d.step_s < c->step_s)) {
     *c = d;
-    c->demand = true;
+    c->pred = "none";
   }
   c->failed = c->step_s <= 0;
   return 0;
 }
 
-/* The winner's MT_POLICY and MT_HANDOFF: each other value replayed with
- * its predictor, the fastest kept. Only the winner: for every candidate
- * it would be three more replays each, and the defaults are what the G10
- * table measured best (README); on the 100B row of plan_table.py they
- * are also best here (LRU 17% slower, the handoff off 3%). */
+/* The winner's MT_PREDICTOR, MT_POLICY, MT_HANDOFF and MT_SPILL_POLICY:
+ * other values replayed (replay() measured correlation and none at the
+ * defaults only), the fastest kept. Only the winner: for every candidate
+ * it would be eleven more replays each, and the defaults are what the G10
+ * table measured best (README). Where the defaults lose: on the 7B row of
+ * plan_table.py the candidate demand-paged with the handoff on was 4
+ * tokens/s faster than its predictor at the defaults; the context
+ * predictor (checkpointed layers told apart) with its read-ahead took the
+ * 100B candidate from 73.80 s a step (demand paging) to 71.76; next-use
+ * spills (auto is LRU with the read-ahead: SENet154 loses 4.9 points of
+ * ideal with next-use spills) win elsewhere. */
 static void tune(plan_t *p, cand_t *c) {
-  static const struct { const char *policy, *handoff, *name; } alt[] = {
-      {"lru", "auto", "MT_POLICY=lru"}, {"nextuse", "on", "MT_HANDOFF=on"}, {"nextuse", "off", "MT_HANDOFF=off"}};
+  static const struct { const char *pred, *policy, *handoff, *spill, *name; } alt[] = {
+      {"correlation", "lru", "auto", "auto", "MT_POLICY=lru"},
+      {"correlation", "nextuse", "on", "auto", "MT_HANDOFF=on"},
+      {"correlation", "nextuse", "off", "auto", "MT_HANDOFF=off"},
+      {"correlation", "nextuse", "auto", "nextuse", "MT_SPILL_POLICY=nextuse"},
+      {"none", "lru", "auto", "auto", "MT_PREDICTOR=none MT_POLICY=lru"},
+      {"none", "nextuse", "on", "auto", "MT_PREDICTOR=none MT_HANDOFF=on"},
+      {"none", "nextuse", "off", "auto", "MT_PREDICTOR=none MT_HANDOFF=off"},
+      {"context", "nextuse", "auto", "auto", "MT_PREDICTOR=context"},
+      {"context", "lru", "auto", "auto", "MT_PREDICTOR=context MT_POLICY=lru"},
+      {"context", "nextuse", "on", "auto", "MT_PREDICTOR=context MT_HANDOFF=on"},
+      {"context", "nextuse", "off", "auto", "MT_PREDICTOR=context MT_HANDOFF=off"},
+      {"context", "nextuse", "auto", "nextuse", "MT_PREDICTOR=context MT_SPILL_POLICY=nextuse"}};
   /* A setting can make the replay itself slow: with the handoff on the
    * host is never held back by a freed buffer, and on the virtual clock
    * (no launch queue to fill) it runs a whole trace ahead with every
@@ -347,13 +376,18 @@ static void tune(plan_t *p, cand_t *c) {
   double limit = fmax(30, 4 * c->wall_s);
   cand_t best = *c;
   for (size_t i = 0; i < sizeof alt / sizeof alt[0]; i++) {
+    /* next-use spills differ from auto only with the read-ahead, which
+     * needs the predictor and spills to NVMe */
+    if (strcmp(alt[i].spill, "auto") != 0 && !tiered(p, c)) continue;
     cand_t t = *c;
+    t.pred = alt[i].pred;
     t.policy = alt[i].policy;
     t.handoff = alt[i].handoff;
-    replay_with(p, &t, c->demand ? "none" : "correlation", limit);
+    t.spill = alt[i].spill;
+    replay_with(p, &t, t.pred, limit);
     if (t.step_s <= 0 && t.wall_s >= limit) {
       size_t k = strlen(c->cut);
-      snprintf(c->cut + k, sizeof c->cut - k, "%s%s", k ? " " : "", alt[i].name);
+      snprintf(c->cut + k, sizeof c->cut - k, "%s%s", k ? ", " : "", alt[i].name);
       c->cut_s = limit;
     }
     if (t.step_s > 0 && t.step_s < best.step_s) best = t;
@@ -404,9 +438,11 @@ static void describe(const cand_t *c, char *buf, size_t n) {
   int k = snprintf(buf, n, "micro_batch %u x grad_accum %u (%llu tokens/step), checkpoint %s, optimizer %s, "
                    "state %s, predictor %s", c->mb, c->ga, (unsigned long long)c->tokens,
                    c->ckpt ? "every layer" : "off", c->host ? "host" : "gpu", PLAN_COMP[c->comp],
-                   c->demand ? "none" : "correlation");
+                   c->pred);
   if (k > 0 && (size_t)k < n && (strcmp(c->policy, "nextuse") != 0 || strcmp(c->handoff, "auto") != 0))
-    snprintf(buf + k, n - (size_t)k, ", policy %s, handoff %s", c->policy, c->handoff);
+    k += snprintf(buf + k, n - (size_t)k, ", policy %s, handoff %s", c->policy, c->handoff);
+  if (k > 0 && (size_t)k < n && strcmp(c->spill, "auto") != 0)
+    snprintf(buf + k, n - (size_t)k, ", spill order %s", c->spill);
 }
 
 static void print_text(const plan_t *p, unsigned replayed) {
@@ -427,9 +463,10 @@ static void print_text(const plan_t *p, unsigned replayed) {
          100 * b->busy[R_POOL], (double)b->peak_host / 1e9, (double)b->peak_nvme / 1e9);
   printf("settings:\n  MT_MAX_VRAM=%llu MT_MAX_HOST=%llu MT_CHUNK=%llu MT_PREDICTOR=%s",
          (unsigned long long)p->gpu, (unsigned long long)(b->pager_host + (b->host ? b->opt_host : 0)),
-         (unsigned long long)chunk_for(p->gpu, b->act), b->demand ? "none" : "correlation");
+         (unsigned long long)chunk_for(p->gpu, b->act), b->pred);
   if (strcmp(b->policy, "nextuse") != 0) printf(" MT_POLICY=%s", b->policy);
   if (strcmp(b->handoff, "auto") != 0) printf(" MT_HANDOFF=%s", b->handoff);
+  if (strcmp(b->spill, "auto") != 0) printf(" MT_SPILL_POLICY=%s", b->spill);
   if (b->host) printf(" MT_OPTIMIZER=host MT_OPTIMIZER_COMPRESSION=%s", PLAN_COMP[b->comp]);
   if (b->spills || b->state_nvme) printf(" MT_OFFLOAD_DIR=<the NVMe RAID's folder>");
   printf("\n");
@@ -463,14 +500,15 @@ static void print_json(const plan_t *p, unsigned replayed) {
            "\"pct_of_ideal\":%.2f,\"binding\":\"%s\",\"busy_gpu\":%.4f,\"busy_h2d\":%.4f,\"busy_d2h\":%.4f,"
            "\"busy_nvme\":%.4f,\"busy_host_opt\":%.4f,\"peak_host_bytes\":%llu,\"peak_nvme_bytes\":%llu,"
            "\"mt_max_host\":%llu,\"host_opt_mem\":%llu,\"params\":%llu,\"step_s\":%.6f,\"bound_s\":%.6f,"
-           "\"bound_binding\":\"%s\",\"predictor\":\"%s\",\"policy\":\"%s\",\"handoff\":\"%s\",\"not_measured\":\"%s\"}",
+           "\"bound_binding\":\"%s\",\"predictor\":\"%s\",\"policy\":\"%s\",\"handoff\":\"%s\",\"spill_policy\":\"%s\","
+           "\"not_measured\":\"%s\"}",
            i ? "," : "", c->mb, c->ga, c->ckpt, c->host ? "host" : "gpu", PLAN_COMP[c->comp],
            (unsigned long long)c->tokens, c->failed ? "true" : "false", tps(c), ideal_tps(c),
            100 * tps(c) / ideal_tps(c), PLAN_RES[c->bind], c->busy[R_GPU], c->busy[R_H2D], c->busy[R_D2H],
            c->busy[R_NVME], c->busy[R_POOL], (unsigned long long)c->peak_host, (unsigned long long)c->peak_nvme,
            (unsigned long long)c->pager_host, (unsigned long long)c->opt_host, (unsigned long long)c->params,
-           c->step_s, c->bound_s, PLAN_RES[c->bound_res], c->demand ? "none" : "correlation", c->policy,
-           c->handoff, c->cut);
+           c->step_s, c->bound_s, PLAN_RES[c->bound_res], c->pred, c->policy,
+           c->handoff, c->spill, c->cut);
   }
   printf("]}\n");
 }
@@ -634,7 +672,7 @@ int mt_cmd_plan(int argc, char **argv) {
             p.n++;
           }
   int rc = 0;
-  unsigned total = p.n + p.top, done = 0; /* tune()'s three replays at the end are not counted */
+  unsigned total = p.n + p.top, done = 0; /* tune()'s replays at the end are not counted */
   uint64_t seq = p.seq;
   for (unsigned i = 0; i < p.n && rc == 0; i++) {
     cand_t *x = &p.c[i];
