@@ -3,6 +3,8 @@
  * walks it forward with footprints and a falling confidence, resynchronises
  * after a divergence, relearns a changed pattern within a few iterations,
  * tolerates an inserted eval pass, and stays inside its memory bound.
+ * The context predictor (MT_PREDICTOR=context) passes the same stream
+ * tests (suite "context") and tells recomputed layers apart.
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -126,8 +128,7 @@ static size_t hits_last(const mt_predictor_ops_t *ops, mt_predictor_t *p, const 
 
 /* A changed pattern (a new order for the same launches, the shape of a
    sequence-length change) is relearned within a few iterations. */
-Test(predictor, relearns_changed_pattern) {
-  const mt_predictor_ops_t *ops = C();
+static void relearns_changed_pattern(const mt_predictor_ops_t *ops) {
   mt_predictor_t *p = ops->create(NULL);
   uint64_t a[LEN], b[LEN];
   for (size_t i = 0; i < LEN; i++) {
@@ -144,12 +145,13 @@ Test(predictor, relearns_changed_pattern) {
   cr_assert_geq(h[5], LEN - 2);
   ops->destroy(p);
 }
+Test(predictor, relearns_changed_pattern) { relearns_changed_pattern(C()); }
+Test(context, relearns_changed_pattern) { relearns_changed_pattern(_mt_predictor_find("context")); }
 
 /* An eval pass (a different stream) every few iterations: the training
    pattern is predicted again right after it, and resynchronisation from
    the observed launch makes the walk right again within a few launches. */
-Test(predictor, eval_pass_recovery) {
-  const mt_predictor_ops_t *ops = C();
+static void eval_pass_recovery(const mt_predictor_ops_t *ops) {
   mt_predictor_t *p = ops->create(NULL);
   uint64_t train[LEN], eval[LEN / 4];
   for (size_t i = 0; i < LEN; i++) train[i] = 1000 + i;
@@ -170,11 +172,12 @@ Test(predictor, eval_pass_recovery) {
   cr_assert_geq(feed(ops, p, train, LEN), LEN - 1);
   ops->destroy(p);
 }
+Test(predictor, eval_pass_recovery) { eval_pass_recovery(C()); }
+Test(context, eval_pass_recovery) { eval_pass_recovery(_mt_predictor_find("context")); }
 
 /* Divergence mid-iteration: a launch jumps ahead; the prediction is wrong
    once, then the walk continues from the observed launch. */
-Test(predictor, resynchronises_after_divergence) {
-  const mt_predictor_ops_t *ops = C();
+static void resynchronises_after_divergence(const mt_predictor_ops_t *ops) {
   mt_predictor_t *p = ops->create(NULL);
   uint64_t train[LEN];
   for (size_t i = 0; i < LEN; i++) train[i] = 1000 + i;
@@ -190,11 +193,12 @@ Test(predictor, resynchronises_after_divergence) {
   cr_assert(obs(ops, p, train[121]));
   ops->destroy(p);
 }
+Test(predictor, resynchronises_after_divergence) { resynchronises_after_divergence(C()); }
+Test(context, resynchronises_after_divergence) { resynchronises_after_divergence(_mt_predictor_find("context")); }
 
 /* A one-off detour keeps the learned successor first (its count drops by
    one only), while confidence shows the doubt. */
-Test(predictor, one_off_detour_keeps_successor) {
-  const mt_predictor_ops_t *ops = C();
+static void one_off_detour_keeps_successor(const mt_predictor_ops_t *ops) {
   mt_predictor_t *p = ops->create(NULL);
   const uint64_t s[] = {1, 2, 3, 4};
   hits_last(ops, p, s, 4, 10);
@@ -209,6 +213,8 @@ Test(predictor, one_off_detour_keeps_successor) {
   cr_assert_gt(out[0].confidence, 0.5);
   ops->destroy(p);
 }
+Test(predictor, one_off_detour_keeps_successor) { one_off_detour_keeps_successor(C()); }
+Test(context, one_off_detour_keeps_successor) { one_off_detour_keeps_successor(_mt_predictor_find("context")); }
 
 /* One training iteration with activation checkpointing every layer, as
    mt-trace synth writes it: each layer's forward (4 launches) runs in the
@@ -304,8 +310,7 @@ Test(predictor, sizing_for_a_million_launches) {
 /* The cached walk (depth <= 64) and a full walk (depth 65, never cached)
    agree at every launch of a stream that learns, diverges, relearns and
    evicts. */
-Test(predictor, cached_walk_equals_full_walk) {
-  const mt_predictor_ops_t *ops = C();
+static void cached_walk_equals_full_walk(const mt_predictor_ops_t *ops) {
   mt_predictor_config_t cfg = {.capacity = 256, .footprint_regions = 256};
   mt_predictor_t *p = ops->create(&cfg);
   uint64_t x = 88172645463325252ULL;
@@ -332,6 +337,8 @@ Test(predictor, cached_walk_equals_full_walk) {
   cr_assert_gt(st.predicted, 15000);
   ops->destroy(p);
 }
+Test(predictor, cached_walk_equals_full_walk) { cached_walk_equals_full_walk(C()); }
+Test(context, cached_walk_equals_full_walk) { cached_walk_equals_full_walk(_mt_predictor_find("context")); }
 
 /* Footprints in a small ring wrap round its end many times: every one that
    is handed out is whole and right (regression: one wrapping round the end
