@@ -4,7 +4,7 @@ training loop costs, in one run.
 
 Usage: tools/bench/robust_table.py [--mt-trace build/tools/mt-trace]
            [--g10 ../shared/traces/g10] [--work build/robust-table]
-           [--iterations 6] [--full]
+           [--iterations 6] [--full] [--predictors none,correlation]
 
 Each G10 workload (BERT_Base, VIT, Inceptionv3; --full adds ResNet152 and
 SENet154, minutes each) is imported with --iterations iterations and
@@ -13,7 +13,8 @@ rewritten by `mt-trace perturb` four ways: kernel times +-25% (--jitter
 different branch every third iteration (--branch-every 3), and all three.
 Each trace is replayed at G10's parameters (PCIe 15.754 GB/s, 128 GiB host,
 --nvme-mem 2T, write-aware) with demand paging and with the correlation
-predictor. Printed: percent of ideal over the whole run (every kernel's
+predictor (--predictors: any MT_PREDICTOR values, one column pair each,
+e.g. none,correlation,context). Printed: percent of ideal over the whole run (every kernel's
 ideal time over the replayed time, evaluation passes included) and the
 worst iteration after the first. A markdown table; raw JSON under --work.
 """
@@ -29,6 +30,7 @@ ap.add_argument("--g10", default="../shared/traces/g10")
 ap.add_argument("--work", default="build/robust-table")
 ap.add_argument("--iterations", type=int, default=6)
 ap.add_argument("--full", action="store_true")
+ap.add_argument("--predictors", default="none,correlation")
 a = ap.parse_args()
 os.makedirs(a.work, exist_ok=True)
 
@@ -44,8 +46,10 @@ variants = [("as recorded", []), ("jitter 25%", ["--jitter", "0.25"]), ("eval ev
             ("branch every 3", ["--branch-every", "3"]),
             ("all three", ["--jitter", "0.25", "--eval-every", "3", "--branch-every", "3"])]
 names = ["BERT_Base", "VIT", "Inceptionv3"] + (["ResNet152", "SENet154"] if a.full else [])
-print("| workload | order | demand: run | demand: worst iteration | correlation: run | correlation: worst iteration |")
-print("|---|---|---:|---:|---:|---:|")
+preds = a.predictors.split(",")
+head = ["demand" if p == "none" else p for p in preds]
+print("| workload | order | " + " | ".join("%s: run | %s: worst iteration" % (h, h) for h in head) + " |")
+print("|---|---|" + "---:|---:|" * len(preds))
 for w in names:
     base = os.path.join(a.work, "%s.%d.trace" % (w, a.iterations))
     if not os.path.exists(base):
@@ -56,7 +60,7 @@ for w in names:
             t = os.path.join(a.work, "%s.%s.trace" % (w, label.replace(" ", "_").replace("%", "")))
             mt("perturb", base, "-o", t, *opts)
         cells = []
-        for pred in ["none", "correlation"]:
+        for pred in preds:
             d = json.loads(mt("replay", t, "--pcie-bw", "15.754G", "--host-mem", "128G", "--nvme-mem", "2T",
                               "--writes", "aware", "--predictor", pred, "--json"))
             with open(t + "." + pred + ".json", "w") as f:
