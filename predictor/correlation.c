@@ -51,13 +51,13 @@
  * overwritten footprint reads as unknown, never as someone else's.
  *
  * Context (a third kind of entry; MT_PREDICTOR=context only). A pair is
- * not always enough: with
- * activation checkpointing a layer's forward runs twice with the same
- * launches (same function, same weights, same keys), and the pair that
- * ends it is followed by the next layer's forward in the first pass and by
- * the layer's own backward in the recomputation; the recency rule then
- * predicts the other branch every time (95.8% of launches predicted on a
- * checkpointed 100B synth trace, 100% without checkpointing). The two
+ * not always enough: with activation checkpointing a layer's forward runs
+ * twice with the same launches (same function, same weights, same keys),
+ * and the pair that ends it is followed by the next layer's forward in the
+ * first pass and by the layer's own backward in the recomputation; the
+ * recency rule then predicts the other branch every time (95.8% of
+ * launches predicted on a checkpointed 100B synth trace, 100% without
+ * checkpointing). The two
  * streams differ in how they entered the shared run: the launch before its
  * first one. So the predictor finds merge points -- launches seen after
  * more than one predecessor (a launch entry's `pad` keeps a 7-bit
