@@ -118,6 +118,10 @@ typedef enum mt_opt_type {
     "timeliness feedback: a region whose prefetch came late is prefetched up to this many " \
     "launches beyond MT_PREFETCH_DEPTH later on (predictor/lead.c); 0 = none (measured no " \
     "gain on the G10 traces, README)") \
+  X(RUNAHEAD, INT, "24", 0, 256, "", "launches",                                  \
+    "while the handoff is on (MT_HANDOFF): the host waits so that at most this many launches " \
+    "are queued ahead of the GPU, and the pager decides for launches near the ones running " \
+    "(runahead.c; measured on G10's traces, README); 0 = no bound")                 \
   X(PREFETCH_PACE, BOOL, "on", 0, 0, "", "",                                     \
     "start a prefetch only while the host-to-device link is idle, so that its mapping changes " \
     "never hold the host behind earlier copies (prefetch.c); off: whenever room allows, " \

@@ -235,6 +235,8 @@ static int launch_prepared(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_hand
              what, *kn ? " " : "", kn, need, fp->n, p->budget, p->pinned);
     return -E2BIG;
   }
+  int rc = _mt_runahead_wait(p); /* decided near the launches the GPU runs */
+  if (rc < 0) return rc;
   /* its identity and uses first: residency files chunks by their next use */
   if (p->pf != NULL && fp->func != 0) _mt_prefetch_begin(p, fp->func, fp->r, fp->n);
   size_t placed = 0, host_bytes = 0;
@@ -261,7 +263,6 @@ static int launch_prepared(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_hand
     mt_region_t *r = fp->r[i];
     bool write = fp_writes(fp, i);
     if (_mt_region_hot(p, r, write)) continue;
-    int rc;
     size_t extra = over && _mt_region_bytes(p, r) > 0 ? (size_t)(r->nchunks - r->ndevice) * p->chunk : 0;
     if (!over || placed + extra <= room) {
       placed += extra; /* counted only for a launch over the budget */
@@ -293,9 +294,10 @@ static int launch_prepared(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_hand
     if (host_bytes > 0 && p->dev->ops->kernel_host_bytes) p->dev->ops->kernel_host_bytes(p->dev, s, host_bytes);
   }
   _mt_back_fresh(p);
-  int rc = _mt_fetch_fence(p, s);
+  rc = _mt_fetch_fence(p, s);
   if (rc < 0) return rc;
   rc = fwd(ctx);
+  if (rc == 0) _mt_runahead_record(p, s);
   if (rc == 0 && fp->n > 0) {
     uint32_t si = _mt_stream_index(p, s);
     uint64_t seq = _mt_stream_next(p, si);

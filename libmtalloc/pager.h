@@ -46,6 +46,7 @@ typedef struct mt_pager_config {
   unsigned readahead_depth; /* MT_READAHEAD_DEPTH */
   unsigned prefetch_lead; /* MT_PREFETCH_LEAD; 0 (unset): no timeliness feedback */
   bool prefetch_pace;   /* MT_PREFETCH_PACE; false (unset): prefetch whenever room allows */
+  unsigned runahead;    /* MT_RUNAHEAD; 0 (unset): no bound on launches queued ahead */
 } mt_pager_config_t;
 struct mt_pager;
 int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, struct mt_pager **out);

@@ -409,6 +409,8 @@ typedef struct mt_stream_ent mt_stream_ent_t;
 
 #define MT_SMALL_CLASSES 24 /* buddy orders: 512 B << 23 = 4 GiB chunks at most */
 
+#define MT_RUNAHEAD_MAX 256 /* MT_RUNAHEAD at most (runahead.c's ring) */
+
 struct mt_pager {
   pthread_mutex_t lock;
   mt_device_t *dev;
@@ -442,6 +444,9 @@ struct mt_pager {
   uint64_t next_region_id;
   uint64_t epoch;
   uint64_t ra_window;        /* readahead.c: the epoch of the last read-ahead pass; 0 = none */
+  unsigned runahead;         /* MT_RUNAHEAD: launches queued ahead at most, with the handoff on */
+  unsigned ra_head, ra_n;    /* runahead.c: the ring of launch events, oldest at ra_head */
+  mt_handle_t ra_ring[MT_RUNAHEAD_MAX];
   bool spill_window;         /* hosttier.c: this spill may take chunks of that window */
   uint64_t walks;            /* walks of the policy begun (_mt_region_held_in) */
   mt_handle_t h2d, d2h;      /* copy streams */
@@ -746,6 +751,14 @@ static inline void _mt_wb_clear(mt_chunk_t *c) {
   c->wb_batch = 0;
   c->region->nwb--;
 }
+
+/* ---- runahead.c ----------------------------------------------------------
+ * With the handoff on, at most MT_RUNAHEAD launches queued ahead of the GPU
+ * (see runahead.c). Before a launch is prepared: waits while the ring is
+ * full; 0 or the driver's error. After it is queued on s: records its
+ * event. */
+int _mt_runahead_wait(mt_pager_t *p);
+void _mt_runahead_record(mt_pager_t *p, mt_handle_t s);
 
 /* Takes an event from the pool (or creates one); 0 on failure. */
 mt_handle_t _mt_event_get(mt_pager_t *p);

@@ -34,6 +34,8 @@
   X(bypassed_bytes)        \
   X(unmap_waits)           \
   X(unmap_wait_ns)         \
+  X(runahead_waits)        \
+  X(runahead_wait_ns)      \
   X(bytes_nvme_read)       \
   X(bytes_nvme_write)      \
   X(nvme_spills)           \

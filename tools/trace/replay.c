@@ -128,6 +128,8 @@ static void usage(FILE *f) {
           "  --prefetch-lead N     timeliness feedback: a region whose prefetch came late is\n"
           "                        prefetched up to N launches earlier next time (default 0,\n"
           "                        none, as MT_PREFETCH_LEAD)\n"
+          "  --runahead N          while the handoff is on, at most N launches queued ahead\n"
+          "                        of the GPU (default 24, as MT_RUNAHEAD; 0 = no bound)\n"
           "  --prefetch-pace on|off  on: a prefetch starts only while the h2d link is idle\n"
           "                        (default on, as MT_PREFETCH_PACE)\n"
           "  --readahead-depth N   with a predictor and --nvme-mem: predicted launches to read\n"
@@ -174,7 +176,8 @@ static void usage(FILE *f) {
           "Output (JSON keys): writes (all|aware), sim_s (simulated time), ideal_s (unlimited GPU memory),\n"
           "pct_of_ideal (ideal/sim, %%), stall_s (sim - ideal), bytes_h2d, bytes_d2h,\n"
           "bytes_nvme_read, bytes_nvme_write, fetches, evictions_dirty, evictions_clean,\n"
-          "unmap_waits (host waits that ordered an unmap after fetch copies),\n"
+          "unmap_waits (host waits that ordered an unmap after fetch copies), runahead_waits\n"
+          "(host waits that kept it MT_RUNAHEAD launches ahead of the GPU),\n"
           "stream_wait_s (time the application's streams waited for fetch copies),\n"
           "belady_bytes (bytes MIN eviction with perfect knowledge moves within the same\n"
           "GPU memory, writing back what --writes says is dirty), launches, launches_host_mapped, host_mapped_bytes, iterations, coverage/accuracy/timeliness (null: no\n"
@@ -396,6 +399,7 @@ int mt_cmd_replay(int argc, char **argv) {
     {"predictor", required_argument, 0, 'P'}, {"iterations", required_argument, 0, 'i'},
     {"prefetch-depth", required_argument, 0, 'F'},
     {"prefetch-lead", required_argument, 0, 'L'},
+    {"runahead", required_argument, 0, 'Q'},
     {"prefetch-pace", required_argument, 0, 'E'},
     {"readahead-depth", required_argument, 0, 'R'},
     {"chunk", required_argument, 0, 'c'},    {"json", no_argument, 0, 'j'},
@@ -415,7 +419,7 @@ int mt_cmd_replay(int argc, char **argv) {
   int opt_comp = -1;          /* --state-compression: -1 the trace's, else 0 none, 1 8bit, 2 4bit */
   double h2d = 25e9, d2h = 25e9, nvme_rd = 3.2e9, nvme_wr = 3.2e9;
   const char *policy = "nextuse", *spill_policy = "auto", *predictor = "correlation";
-  unsigned depth = 8, ra_depth = 1024, lead = 0;
+  unsigned depth = 8, ra_depth = 1024, lead = 0, runahead = 24;
   bool json = false, no_belady = false, host_map = true, unmap_sync = true, writes_aware = false;
   bool pace = true;
   int handoff = 0; /* auto */
@@ -474,6 +478,10 @@ int mt_cmd_replay(int argc, char **argv) {
       case 'L':
         bad = _mt_parse_int(optarg, 0, 255, &iv);
         if (!bad) lead = (unsigned)iv;
+        break;
+      case 'Q':
+        bad = _mt_parse_int(optarg, 0, 256, &iv);
+        if (!bad) runahead = (unsigned)iv;
         break;
       case 'R':
         bad = _mt_parse_int(optarg, 0, 4096, &iv);
@@ -565,7 +573,7 @@ int mt_cmd_replay(int argc, char **argv) {
                           .handoff = handoff,
                           .nvme = nvme_mem ? &nvc : NULL, .predictor = predictor,
                           .prefetch_depth = depth, .readahead_depth = ra_depth,
-                          .prefetch_lead = lead, .prefetch_pace = pace};
+                          .prefetch_lead = lead, .prefetch_pace = pace, .runahead = runahead};
   int rc = r.dev ? _mt_pager_create(r.dev, &pc, &r.p) : -ENOMEM;
   if (rc == 0 && nvme_mem && r.p->nv == NULL) rc = -ENOMEM; /* logged: the host budget is too small */
   if (rc < 0) {
@@ -757,22 +765,23 @@ done:
     hostopt_totals(r.ho, &ht);
     if (json) {
       printf("{\"trace\":\"%s\",\"gpu_mem\":%" PRIu64 ",\"host_mem\":%" PRIu64 ",\"h2d_bw\":%.0f,\"d2h_bw\":%.0f,"
-             "\"policy\":\"%s\",\"spill_policy\":\"%s\",\"handoff\":\"%s\",\"predictor\":\"%s\",\"prefetch_depth\":%u,\"prefetch_lead\":%u,\"prefetch_pace\":%s,\"readahead_depth\":%u,\"writes\":\"%s\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
+             "\"policy\":\"%s\",\"spill_policy\":\"%s\",\"handoff\":\"%s\",\"predictor\":\"%s\",\"prefetch_depth\":%u,\"prefetch_lead\":%u,\"prefetch_pace\":%s,\"readahead_depth\":%u,\"runahead\":%u,\"writes\":\"%s\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
              "\"stall_s\":%.6f,\"bytes_h2d\":%" PRIu64 ",\"bytes_d2h\":%" PRIu64 ",\"nvme_mem\":%" PRIu64 ","
              "\"nvme_read_bw\":%.0f,\"nvme_write_bw\":%.0f,\"bytes_nvme_read\":%" PRIu64 ","
              "\"bytes_nvme_write\":%" PRIu64 ",\"nvme_spills\":%llu,\"nvme_loads\":%llu,\"nvme_drops\":%llu,\"fetches\":%llu,\"evictions_dirty\":%llu,\"evictions_clean\":%llu,"
-             "\"unmap_waits\":%llu,\"handoffs\":%llu,\"belady_bytes\":%s,\"belady_fetches\":%s,\"belady_writebacks\":%s,"
+             "\"unmap_waits\":%llu,\"runahead_waits\":%llu,\"handoffs\":%llu,\"belady_bytes\":%s,\"belady_fetches\":%s,\"belady_writebacks\":%s,"
              "\"launches\":%" PRIu64 ",\"launches_host_mapped\":%" PRIu64 ",\"host_mapped_bytes\":%" PRIu64 ","
              "\"iterations\":%" PRIu64 ",\"prefetches\":%llu,\"write_behind\":%llu,\"write_behind_used\":%llu,\"coverage\":%s,\"accuracy\":%s,"
              "\"timeliness\":%s,\"stream_wait_s\":%.6f,\"replay_wall_s\":%.3f,\"replay_max_rss_bytes\":%" PRIu64 ",",
              path, (uint64_t)r.p->budget, (uint64_t)r.p->host_budget, h2d, d2h, policy, r.p->hpol_ops->name, handoff == 0 ? "auto" : handoff == 1 ? "on" : "off",
-             predictor, depth, lead, pace ? "true" : "false", ra_depth,
+             predictor, depth, lead, pace ? "true" : "false", ra_depth, runahead,
              writes_aware ? "aware" : "all", sim_s, ideal_s, pct,
              stall_s, t.bytes_h2d, t.bytes_d2h, nvme_mem, nvme_rd, nvme_wr, t.bytes_nvme_read, t.bytes_nvme_write,
              (unsigned long long)mt_stat_get(nvme_spills), (unsigned long long)mt_stat_get(nvme_loads),
              (unsigned long long)mt_stat_get(nvme_drops), (unsigned long long)mt_stat_get(fetches),
              (unsigned long long)mt_stat_get(evictions_dirty), (unsigned long long)mt_stat_get(evictions_clean),
-             (unsigned long long)mt_stat_get(unmap_waits), (unsigned long long)mt_stat_get(handoffs), belj[0], belj[1], belj[2], r.launches, t.host_mapped_kernels, t.host_mapped_bytes, r.iterations,
+             (unsigned long long)mt_stat_get(unmap_waits), (unsigned long long)mt_stat_get(runahead_waits),
+             (unsigned long long)mt_stat_get(handoffs), belj[0], belj[1], belj[2], r.launches, t.host_mapped_kernels, t.host_mapped_bytes, r.iterations,
              (unsigned long long)pfs, (unsigned long long)mt_stat_get(write_behind),
              (unsigned long long)mt_stat_get(write_behind_used), cov, acc, tim, (double)t.stream_wait_ns / 1e9,
              wall, rss);
