@@ -59,6 +59,8 @@ check(all(p["predictor"] in ("correlation", "none") for p in plans[1:])
 check(bool(plans) and plans[0]["policy"] in ("nextuse", "lru") and plans[0]["handoff"] in ("auto", "on", "off")
       and plans[0]["spill_policy"] in ("auto", "nextuse"),
       "the winner names the MT_POLICY, MT_HANDOFF and MT_SPILL_POLICY it replayed fastest with")
+check(bool(plans) and plans[0]["runahead"] in (24, 0) and all(p["runahead"] == 24 for p in plans[1:]),
+      "the winner names its MT_RUNAHEAD; the others ran at the default, 24")
 check(all(p["policy"] == "nextuse" and p["handoff"] == "auto" and p["spill_policy"] == "auto" for p in plans[1:]),
       "the others were replayed at the library's defaults (only the winner is tuned)")
 t = run(*base)
@@ -70,7 +72,8 @@ if plans:
     pol, ho, sp = plans[0]["policy"], plans[0]["handoff"], plans[0]["spill_policy"]
     check(("MT_POLICY=" + pol in t.stdout) == (pol != "nextuse") and "MT_POLICY=nextuse" not in t.stdout
           and ("MT_HANDOFF=" + ho in t.stdout) == (ho != "auto") and "MT_HANDOFF=auto" not in t.stdout
-          and ("MT_SPILL_POLICY=" + sp in t.stdout) == (sp != "auto") and "MT_SPILL_POLICY=auto" not in t.stdout,
+          and ("MT_SPILL_POLICY=" + sp in t.stdout) == (sp != "auto") and "MT_SPILL_POLICY=auto" not in t.stdout
+          and ("MT_RUNAHEAD=0" in t.stdout) == (plans[0]["runahead"] == 0) and "MT_RUNAHEAD=24" not in t.stdout,
           "the text sets MT_POLICY / MT_HANDOFF / MT_SPILL_POLICY only where the winner's differ from the "
           "defaults (%s, %s, %s)" % (pol, ho, sp))
 

@@ -68,6 +68,8 @@ for name, conf, machine, change in rows:
         mt.append("MT_HANDOFF=" + b["handoff"])
     if b.get("spill_policy", "auto") != "auto":
         mt.append("MT_SPILL_POLICY=" + b["spill_policy"])
+    if b.get("runahead", 24) != 24:
+        mt.append("MT_RUNAHEAD=%d" % b["runahead"])
     busy = {"GPU compute": "busy_gpu", "host link (host to GPU)": "busy_h2d", "host link (GPU to host)": "busy_d2h",
             "NVMe": "busy_nvme", "host optimizer": "busy_host_opt"}[b["binding"]]
     print("| %s | %s | %s | %s | %.0f | %.1f%% | %s (%.0f%%) | %.0f GB | %.0f GB | %.0f s |" % (

@@ -33,9 +33,10 @@
  * steps, the last one measured; each twice, with the correlation
  * predictor and with demand paging, see replay), and the fastest replay
  * wins; the winner is replayed again with other settings (tune: with
- * each predictor, the context one included, MT_POLICY=lru and MT_HANDOFF
- * on and off; with a predictor, next-use spills, MT_SPILL_POLICY=nextuse,
- * where the trace spills to NVMe), and keeps the fastest. Host memory
+ * each predictor, the context one included, MT_POLICY=lru, MT_HANDOFF on
+ * and off, and no run-ahead bound, MT_RUNAHEAD=0; with a predictor,
+ * next-use spills, MT_SPILL_POLICY=nextuse, where the trace spills to
+ * NVMe), and keeps the fastest. Host memory
  * is split: the pager's host tier gets the weights (plus spill and
  * accumulated gradients) and a margin, the optimizer's state the rest;
  * what does not fit goes through NVMe (--nvme-mem of it).
@@ -96,6 +97,7 @@ typedef struct cand {
   const char *policy;         /* MT_POLICY, MT_HANDOFF: the library's defaults, or (the winner */
   const char *handoff;        /* only, tune()) a value that replayed faster */
   const char *spill;          /* MT_SPILL_POLICY, likewise */
+  const char *runahead;       /* MT_RUNAHEAD, likewise ("24", the default, or "0") */
 } cand_t;
 
 
@@ -125,7 +127,8 @@ static void usage(FILE *f) {
           "mtalloc's pager on the virtual clock (mt-trace replay; each with the correlation\n"
           "predictor and with demand paging, MT_PREDICTOR; the winner also with the\n"
           "context predictor and, with each predictor, with LRU eviction, the handoff on\n"
-          "and off and next-use spills: MT_POLICY, MT_HANDOFF, MT_SPILL_POLICY), and prints\n"
+          "and off, next-use spills and no run-ahead bound: MT_POLICY, MT_HANDOFF,\n"
+          "MT_SPILL_POLICY, MT_RUNAHEAD), and prints\n"
           "the winner as MT_* settings and training flags, its tokens/s and share of the\n"
           "compute-bound ideal, the resource that binds, and why the next best lose. A\n"
           "progress bar goes to stderr when it is a terminal.\n"
@@ -295,8 +298,8 @@ static void replay_with(plan_t *p, cand_t *c, const char *pred, double limit_s) 
                         "--chunk", ch, "--pcie-bw", pcie, "--nvme-read-bw", rd,
                         "--nvme-write-bw", wr, "--host-opt-gparams-per-s", rate, "--predictor", pred,
                         "--writes", "aware", "--no-belady", "--json", "--policy", c->policy,
-                        "--handoff", c->handoff, "--spill-policy", c->spill, tier ? "--nvme-mem" : NULL, nv,
-                        NULL};
+                        "--handoff", c->handoff, "--spill-policy", c->spill, "--runahead", c->runahead,
+                        tier ? "--nvme-mem" : NULL, nv, NULL};
   static char out[1 << 16];
   int rc = plan_child_timed(p->self, p->dir, args, out, sizeof out, limit_s, &c->wall_s);
   c->step_s = -1;
@@ -329,6 +332,7 @@ static int replay(plan_t *p, cand_t *c) {
   c->policy = "nextuse";
   c->handoff = "auto";
   c->spill = "auto";
+  c->runahead = "24";
   c->pred = "correlation";
   replay_with(p, c, "correlation", 0);
   cand_t d = *c;
@@ -344,7 +348,7 @@ static int replay(plan_t *p, cand_t *c) {
 /* The winner's MT_PREDICTOR, MT_POLICY, MT_HANDOFF and MT_SPILL_POLICY:
  * other values replayed (replay() measured correlation and none at the
  * defaults only), the fastest kept. Only the winner: for every candidate
- * it would be eleven more replays each, and the defaults are what the G10
+ * it would be fifteen more replays each, and the defaults are what the G10
  * table measured best (README). Where the defaults lose: on the 7B row of
  * plan_table.py the candidate demand-paged with the handoff on was 4
  * tokens/s faster than its predictor at the defaults; the context
@@ -353,19 +357,22 @@ static int replay(plan_t *p, cand_t *c) {
  * spills (auto is LRU with the read-ahead: SENet154 loses 4.9 points of
  * ideal with next-use spills) win elsewhere. */
 static void tune(plan_t *p, cand_t *c) {
-  static const struct { const char *pred, *policy, *handoff, *spill, *name; } alt[] = {
-      {"correlation", "lru", "auto", "auto", "MT_POLICY=lru"},
-      {"correlation", "nextuse", "on", "auto", "MT_HANDOFF=on"},
-      {"correlation", "nextuse", "off", "auto", "MT_HANDOFF=off"},
-      {"correlation", "nextuse", "auto", "nextuse", "MT_SPILL_POLICY=nextuse"},
-      {"none", "lru", "auto", "auto", "MT_PREDICTOR=none MT_POLICY=lru"},
-      {"none", "nextuse", "on", "auto", "MT_PREDICTOR=none MT_HANDOFF=on"},
-      {"none", "nextuse", "off", "auto", "MT_PREDICTOR=none MT_HANDOFF=off"},
-      {"context", "nextuse", "auto", "auto", "MT_PREDICTOR=context"},
-      {"context", "lru", "auto", "auto", "MT_PREDICTOR=context MT_POLICY=lru"},
-      {"context", "nextuse", "on", "auto", "MT_PREDICTOR=context MT_HANDOFF=on"},
-      {"context", "nextuse", "off", "auto", "MT_PREDICTOR=context MT_HANDOFF=off"},
-      {"context", "nextuse", "auto", "nextuse", "MT_PREDICTOR=context MT_SPILL_POLICY=nextuse"}};
+  static const struct { const char *pred, *policy, *handoff, *spill, *runahead, *name; } alt[] = {
+      {"correlation", "lru", "auto", "auto", "24", "MT_POLICY=lru"},
+      {"correlation", "nextuse", "on", "auto", "24", "MT_HANDOFF=on"},
+      {"correlation", "nextuse", "off", "auto", "24", "MT_HANDOFF=off"},
+      {"correlation", "nextuse", "auto", "nextuse", "24", "MT_SPILL_POLICY=nextuse"},
+      {"correlation", "nextuse", "auto", "auto", "0", "MT_RUNAHEAD=0"},
+      {"none", "lru", "auto", "auto", "24", "MT_PREDICTOR=none MT_POLICY=lru"},
+      {"none", "nextuse", "on", "auto", "24", "MT_PREDICTOR=none MT_HANDOFF=on"},
+      {"none", "nextuse", "off", "auto", "24", "MT_PREDICTOR=none MT_HANDOFF=off"},
+      {"none", "nextuse", "auto", "auto", "0", "MT_PREDICTOR=none MT_RUNAHEAD=0"},
+      {"context", "nextuse", "auto", "auto", "24", "MT_PREDICTOR=context"},
+      {"context", "lru", "auto", "auto", "24", "MT_PREDICTOR=context MT_POLICY=lru"},
+      {"context", "nextuse", "on", "auto", "24", "MT_PREDICTOR=context MT_HANDOFF=on"},
+      {"context", "nextuse", "off", "auto", "24", "MT_PREDICTOR=context MT_HANDOFF=off"},
+      {"context", "nextuse", "auto", "nextuse", "24", "MT_PREDICTOR=context MT_SPILL_POLICY=nextuse"},
+      {"context", "nextuse", "auto", "auto", "0", "MT_PREDICTOR=context MT_RUNAHEAD=0"}};
   /* A setting can make the replay itself slow: with the handoff on the
    * host is never held back by a freed buffer, and on the virtual clock
    * (no launch queue to fill) it runs a whole trace ahead with every
@@ -384,6 +391,7 @@ static void tune(plan_t *p, cand_t *c) {
     t.policy = alt[i].policy;
     t.handoff = alt[i].handoff;
     t.spill = alt[i].spill;
+    t.runahead = alt[i].runahead;
     replay_with(p, &t, t.pred, limit);
     if (t.step_s <= 0 && t.wall_s >= limit) {
       size_t k = strlen(c->cut);
@@ -442,7 +450,9 @@ static void describe(const cand_t *c, char *buf, size_t n) {
   if (k > 0 && (size_t)k < n && (strcmp(c->policy, "nextuse") != 0 || strcmp(c->handoff, "auto") != 0))
     k += snprintf(buf + k, n - (size_t)k, ", policy %s, handoff %s", c->policy, c->handoff);
   if (k > 0 && (size_t)k < n && strcmp(c->spill, "auto") != 0)
-    snprintf(buf + k, n - (size_t)k, ", spill order %s", c->spill);
+    k += snprintf(buf + k, n - (size_t)k, ", spill order %s", c->spill);
+  if (k > 0 && (size_t)k < n && strcmp(c->runahead, "24") != 0)
+    snprintf(buf + k, n - (size_t)k, ", run-ahead %s", c->runahead);
 }
 
 static void print_text(const plan_t *p, unsigned replayed) {
@@ -467,6 +477,7 @@ static void print_text(const plan_t *p, unsigned replayed) {
   if (strcmp(b->policy, "nextuse") != 0) printf(" MT_POLICY=%s", b->policy);
   if (strcmp(b->handoff, "auto") != 0) printf(" MT_HANDOFF=%s", b->handoff);
   if (strcmp(b->spill, "auto") != 0) printf(" MT_SPILL_POLICY=%s", b->spill);
+  if (strcmp(b->runahead, "24") != 0) printf(" MT_RUNAHEAD=%s", b->runahead);
   if (b->host) printf(" MT_OPTIMIZER=host MT_OPTIMIZER_COMPRESSION=%s", PLAN_COMP[b->comp]);
   if (b->spills || b->state_nvme) printf(" MT_OFFLOAD_DIR=<the NVMe RAID's folder>");
   printf("\n");
@@ -501,14 +512,14 @@ static void print_json(const plan_t *p, unsigned replayed) {
            "\"busy_nvme\":%.4f,\"busy_host_opt\":%.4f,\"peak_host_bytes\":%llu,\"peak_nvme_bytes\":%llu,"
            "\"mt_max_host\":%llu,\"host_opt_mem\":%llu,\"params\":%llu,\"step_s\":%.6f,\"bound_s\":%.6f,"
            "\"bound_binding\":\"%s\",\"predictor\":\"%s\",\"policy\":\"%s\",\"handoff\":\"%s\",\"spill_policy\":\"%s\","
-           "\"not_measured\":\"%s\"}",
+           "\"runahead\":%s,\"not_measured\":\"%s\"}",
            i ? "," : "", c->mb, c->ga, c->ckpt, c->host ? "host" : "gpu", PLAN_COMP[c->comp],
            (unsigned long long)c->tokens, c->failed ? "true" : "false", tps(c), ideal_tps(c),
            100 * tps(c) / ideal_tps(c), PLAN_RES[c->bind], c->busy[R_GPU], c->busy[R_H2D], c->busy[R_D2H],
            c->busy[R_NVME], c->busy[R_POOL], (unsigned long long)c->peak_host, (unsigned long long)c->peak_nvme,
            (unsigned long long)c->pager_host, (unsigned long long)c->opt_host, (unsigned long long)c->params,
            c->step_s, c->bound_s, PLAN_RES[c->bound_res], c->pred, c->policy,
-           c->handoff, c->spill, c->cut);
+           c->handoff, c->spill, c->runahead, c->cut);
   }
   printf("]}\n");
 }
