@@ -499,7 +499,8 @@ struct mt_pager {
                               * in stream order */
   bool handoff_fill;         /* the read-ahead runs: MT_HANDOFF=auto turns on for good once
                               * host memory is full (handoff.c) */
-  bool host_filled;          /* with an NVMe tier, host memory has been full (hosttier.c) */
+  bool host_filled;          /* with an NVMe tier, host memory has been full (hosttier.c) or a
+                              * chunk has gone to NVMe (_mt_live_move) */
   uint32_t op_si;            /* the stream of the launch being prepared (launch.c), 0 = none */
   size_t op_fresh;           /* bytes of its never-touched chunks not yet given memory handed
                               * from freed regions (handoff.c: only those take it) */
