@@ -80,7 +80,6 @@ static int host_spill(mt_pager_t *p, size_t need, bool quiet) {
   bool ok[EVICT_BATCH];
   size_t want = need < SPILL_BATCH ? SPILL_BATCH : need > EVICT_BATCH ? EVICT_BATCH : need;
   mt_collect_t k = {host_eligible, p, batch, 0, (int)want};
-  p->spill_window = false;
   (void)p->hpol_ops->victim(p->nv->hpol, _mt_collect, &k);
   if (k.n == 0 && p->ra_window != 0) { /* nothing outside the read-ahead window */
     p->spill_window = true;
@@ -112,7 +111,6 @@ static int host_spill(mt_pager_t *p, size_t need, bool quiet) {
     _mt_host_release(p, c);
     c->state = CH_NVME;
     _mt_live_move(p, c, CH_HOST, CH_NVME, false);
-    _mt_ra_spilled(p, c);
     moved++;
     mt_stat_add(nvme_spills, 1);
     if (_mt_trace_on())

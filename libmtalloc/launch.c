@@ -297,7 +297,7 @@ static int launch_prepared(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_hand
   rc = _mt_fetch_fence(p, s);
   if (rc < 0) return rc;
   rc = fwd(ctx);
-  if (rc == 0) _mt_runahead_record(p, s);
+  if (rc == 0) _mt_runahead_record(p);
   if (rc == 0 && fp->n > 0) {
     uint32_t si = _mt_stream_index(p, s);
     uint64_t seq = _mt_stream_next(p, si);

@@ -97,6 +97,7 @@ void _mt_live_move(mt_pager_t *p, mt_chunk_t *c, int from, int to, bool trace_it
   if (from == to) return;
   c->region->nnvme += (to == CH_NVME) - (from == CH_NVME);
   if (to == CH_NVME) p->host_filled = true; /* the host tier spilled: every tier is in use (handoff.c) */
+  if (from == CH_HOST && to == CH_NVME) _mt_ra_spilled(c); /* a read ahead it was, unused, was wasted */
   if (to == CH_NVME && c->ahead) _mt_ahead_outcome(p, c, true); /* its copy ahead saved a write */
   if (c->region->freed) return;
   uint64_t b = _mt_chunk_data(p, c);

@@ -227,8 +227,9 @@ unsigned _mt_ra_inflight(const struct mt_pager *p);
 /* r is in the last read-ahead pass's window: the host tier spills it only
  * when nothing else can go, until the next pass (see readahead.c). */
 bool _mt_ra_windowed(const struct mt_pager *p, const struct mt_region *r);
-/* c, HOST, went to NVMe: a read ahead it was, unused, was wasted. */
-void _mt_ra_spilled(struct mt_pager *p, mt_chunk_t *c);
+/* c, HOST, went to NVMe (_mt_live_move): a read ahead it was, unused, was
+ * wasted. */
+void _mt_ra_spilled(mt_chunk_t *c);
 /* Chunks [first, last] of r are about to be fetched: a read-ahead in flight
  * for one of them is waited for (that read only) and completed into a host
  * copy, or dropped when it failed (the chunk stays NVME: the demand read
@@ -756,10 +757,10 @@ static inline void _mt_wb_clear(mt_chunk_t *c) {
 /* ---- runahead.c ----------------------------------------------------------
  * With the handoff on, at most MT_RUNAHEAD launches queued ahead of the GPU
  * (see runahead.c). Before a launch is prepared: waits while the ring is
- * full; 0 or the driver's error. After it is queued on s: records its
- * event. */
+ * full; 0 or the driver's error. After it is queued on its stream
+ * (p->op_si): records its event. */
 int _mt_runahead_wait(mt_pager_t *p);
-void _mt_runahead_record(mt_pager_t *p, mt_handle_t s);
+void _mt_runahead_record(mt_pager_t *p);
 
 /* Takes an event from the pool (or creates one); 0 on failure. */
 mt_handle_t _mt_event_get(mt_pager_t *p);

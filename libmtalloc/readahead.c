@@ -187,8 +187,7 @@ bool _mt_ra_windowed(const mt_pager_t *p, const mt_region_t *r) {
   return p->ra_window != 0 && r->ra_epoch == p->ra_window;
 }
 
-void _mt_ra_spilled(mt_pager_t *p, mt_chunk_t *c) {
-  (void)p;
+void _mt_ra_spilled(mt_chunk_t *c) {
   if (c->ra != MT_RA_READY) return;
   c->ra = 0; /* read ahead for nothing: the flag would only go stale */
   c->region->nra--;

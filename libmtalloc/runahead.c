@@ -79,11 +79,12 @@ int _mt_runahead_wait(mt_pager_t *p) {
   return 0;
 }
 
-void _mt_runahead_record(mt_pager_t *p, mt_handle_t s) {
+void _mt_runahead_record(mt_pager_t *p) {
   if (!may_bound(p) || p->ra_n >= MT_RUNAHEAD_MAX) return;
-  /* not on another thread's per-thread stream, nor a retired one */
+  /* the launch's stream (launch.c looked it up), not another thread's
+   * per-thread stream, nor a retired one */
   mt_handle_t h;
-  if (!_mt_stream_recordable(p, _mt_stream_index(p, s), &h)) return;
+  if (!_mt_stream_recordable(p, p->op_si, &h)) return;
   mt_handle_t e = _mt_event_get(p);
   if (e == 0) return;
   if (p->dev->ops->event_record(p->dev, e, h) < 0) {

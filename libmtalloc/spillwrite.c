@@ -241,7 +241,6 @@ static void finish(mt_pager_t *p, sw_write_t *e, bool move) {
   _mt_host_release(p, c);
   c->state = CH_NVME;
   _mt_live_move(p, c, CH_HOST, CH_NVME, false);
-    _mt_ra_spilled(p, c);
   mt_stat_add(nvme_spills, 1);
   if (_mt_trace_on())
     _mt_trace_move(MT_TR_EVICT, c->region->id, c->index, MT_TIER_HOST, MT_TIER_NVME, true, false, _mt_chunk_data(p, c));
@@ -307,7 +306,6 @@ static bool issue(mt_pager_t *p, mt_chunk_t *c, bool keep) {
     _mt_host_release(p, c);
     c->state = CH_NVME;
     _mt_live_move(p, c, CH_HOST, CH_NVME, false);
-    _mt_ra_spilled(p, c);
     mt_stat_add(nvme_spills, 1);
     if (_mt_trace_on())
       _mt_trace_move(MT_TR_EVICT, c->region->id, c->index, MT_TIER_HOST, MT_TIER_NVME, false, false,
