@@ -446,8 +446,8 @@ struct mt_pager {
   uint64_t epoch;
   uint64_t ra_window;        /* readahead.c: the epoch of the last read-ahead pass; 0 = none */
   unsigned runahead;         /* MT_RUNAHEAD: launches queued ahead at most, with the handoff on */
-  unsigned ra_head, ra_n;    /* runahead.c: the ring of launch events, oldest at ra_head */
-  mt_handle_t ra_ring[MT_RUNAHEAD_MAX];
+  unsigned run_head, run_n;  /* runahead.c: the ring of launch events, oldest at run_head */
+  mt_handle_t run_ring[MT_RUNAHEAD_MAX];
   bool spill_window;         /* hosttier.c: this spill may take chunks of that window */
   uint64_t walks;            /* walks of the policy begun (_mt_region_held_in) */
   mt_handle_t h2d, d2h;      /* copy streams */

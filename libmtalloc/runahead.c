@@ -52,20 +52,20 @@ static bool may_bound(mt_pager_t *p) {
 
 /* Gives the oldest event back to the pool, without a wait. */
 static void drop_oldest(mt_pager_t *p) {
-  _mt_event_put(p, p->ra_ring[p->ra_head]);
-  p->ra_head = (p->ra_head + 1) % MT_RUNAHEAD_MAX;
-  p->ra_n--;
+  _mt_event_put(p, p->run_ring[p->run_head]);
+  p->run_head = (p->run_head + 1) % MT_RUNAHEAD_MAX;
+  p->run_n--;
 }
 
 int _mt_runahead_wait(mt_pager_t *p) {
-  if (p->ra_n == 0 || !may_bound(p)) return 0;
+  if (p->run_n == 0 || !may_bound(p)) return 0;
   bool on = _mt_handoff_on(p);
-  while (p->ra_n >= p->runahead) {
+  while (p->run_n >= p->runahead) {
     if (!on) { /* only the newest matter when the handoff turns on */
       drop_oldest(p);
       continue;
     }
-    mt_handle_t e = p->ra_ring[p->ra_head];
+    mt_handle_t e = p->run_ring[p->run_head];
     int rc = p->dev->ops->event_query(p->dev, e);
     if (rc == 0) {
       uint64_t t0 = now_ns();
@@ -80,7 +80,7 @@ int _mt_runahead_wait(mt_pager_t *p) {
 }
 
 void _mt_runahead_record(mt_pager_t *p) {
-  if (!may_bound(p) || p->ra_n >= MT_RUNAHEAD_MAX) return;
+  if (!may_bound(p) || p->run_n >= MT_RUNAHEAD_MAX) return;
   /* the launch's stream (launch.c looked it up), not another thread's
    * per-thread stream, nor a retired one */
   mt_handle_t h;
@@ -91,6 +91,6 @@ void _mt_runahead_record(mt_pager_t *p) {
     _mt_event_put(p, e);
     return; /* unbounded this once: a later launch's event covers it */
   }
-  p->ra_ring[(p->ra_head + p->ra_n) % MT_RUNAHEAD_MAX] = e;
-  p->ra_n++;
+  p->run_ring[(p->run_head + p->run_n) % MT_RUNAHEAD_MAX] = e;
+  p->run_n++;
 }
