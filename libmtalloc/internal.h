@@ -11,8 +11,17 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdarg.h>
+#include <time.h>
 
 #include "mtalloc.h"
+
+/* CLOCK_MONOTONIC in ns: the clock of every *_wait_ns counter and of
+ * trace timestamps (_mt_trace_now) */
+static inline uint64_t _mt_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /* ---- debug checks (meson option debug_checks, MT_DEBUG) -------------------
  * 1: cheap asserts; 2: internal asserts; 3: invariant walkers. A failed check

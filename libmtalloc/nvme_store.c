@@ -144,12 +144,6 @@ struct _mt_nvme {
   _mt_nvme_stats_t st;
 };
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Anonymous, page-aligned, on the node, faulted in now (so its placement and
  * its cost are paid at allocation, not in the middle of a transfer). */
 static void *map_on_node(size_t len, int node, int *err) {
@@ -466,9 +460,9 @@ int _mt_nvme_close(_mt_nvme_t *s) {
   if (s->ring_ok && _mt_nvme_pending(s) > 0) {
     /* The buffers in flight are the callers'; the kernel must be done with
      * them before the ring goes. */
-    uint64_t end = now_ns() + (uint64_t)s->cfg.wait_ms * 1000000u;
+    uint64_t end = _mt_now_ns() + (uint64_t)s->cfg.wait_ms * 1000000u;
     while (_mt_nvme_pending(s) > 0 && rc == 0) {
-      uint64_t t = now_ns();
+      uint64_t t = _mt_now_ns();
       if (t >= end) {
         rc = -ETIMEDOUT;
         break;
@@ -647,7 +641,7 @@ static bool issue_piece(_mt_nvme_t *s, _mt_nvme_op_t *op) {
   uint8_t *data = op->buf + (uint64_t)op->page * PAGE;
   *r = (req_t){.op = op, .file = e->file, .off = (e->page + op->ext_page) * PAGE,
                .buf = bounce ? bounce : data, .len = (uint32_t)(n * PAGE), .page = op->page,
-               .npages = n, .tail = bounce ? tail : 0, .t_ns = now_ns()};
+               .npages = n, .tail = bounce ? tail : 0, .t_ns = _mt_now_ns()};
   if (op->write) {
     if (bounce) {
       memcpy(bounce, data, tail);
@@ -856,7 +850,7 @@ static void diagnose(const _mt_nvme_t *s, uint32_t waited_ms) {
   mt_error("nvme: no completion after %u ms: %u requests in flight; the oldest, a %s of %u bytes at byte "
            "%llu of %s, was submitted %llu ms ago", waited_ms, s->inflight, old->op->write ? "write" : "read",
            old->len, (unsigned long long)old->off, s->files[old->file].path,
-           (unsigned long long)((now_ns() - old->t_ns) / 1000000u));
+           (unsigned long long)((_mt_now_ns() - old->t_ns) / 1000000u));
 }
 
 static int reap(_mt_nvme_t *s) {
@@ -886,14 +880,14 @@ static int reap(_mt_nvme_t *s) {
 
 int _mt_nvme_poll(_mt_nvme_t *s, unsigned min_ops, uint32_t timeout_ms) {
   if (!s->ring_ok) return 0; /* simulated: nothing is ever in flight */
-  uint64_t t0 = now_ns(), end = t0 + (uint64_t)timeout_ms * 1000000u;
+  uint64_t t0 = _mt_now_ns(), end = t0 + (uint64_t)timeout_ms * 1000000u;
   int finished = 0;
   for (;;) {
     pump(s);
     finished += reap(s);
     pump(s);
     if ((unsigned)finished >= min_ops || s->inflight == 0) return finished;
-    uint64_t t = now_ns();
+    uint64_t t = _mt_now_ns();
     if (t >= end) {
       diagnose(s, (uint32_t)((t - t0) / 1000000u));
       return finished > 0 ? finished : -ETIMEDOUT;
@@ -911,9 +905,9 @@ int _mt_nvme_poll(_mt_nvme_t *s, unsigned min_ops, uint32_t timeout_ms) {
 
 int _mt_nvme_wait(_mt_nvme_t *s, _mt_nvme_op_t *op, uint32_t timeout_ms) {
   if (!timeout_ms) timeout_ms = s->cfg.wait_ms;
-  uint64_t t0 = now_ns(), end = t0 + (uint64_t)timeout_ms * 1000000u;
+  uint64_t t0 = _mt_now_ns(), end = t0 + (uint64_t)timeout_ms * 1000000u;
   while (op->busy) {
-    uint64_t t = now_ns();
+    uint64_t t = _mt_now_ns();
     if (t >= end) {
       mt_error("nvme: %s of region 0x%llx offset %llu not finished after %u ms", op->write ? "write" : "read",
                (unsigned long long)op->chunk->region, (unsigned long long)op->chunk->offset, timeout_ms);

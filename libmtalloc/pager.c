@@ -65,12 +65,6 @@
 
 mt_pager_t *_mt_pager;
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Region counters behind the launch fast path (_mt_range_resident). */
 void _mt_set_dirty(mt_pager_t *p, mt_chunk_t *c) {
   _mt_wb_cancel(c); /* a write-behind copy in flight no longer makes it clean */
@@ -422,9 +416,9 @@ int _mt_make_room(mt_pager_t *p, size_t need) {
   if (p->used + need <= p->budget) return 0;
   /* Its time is the launch's stall, like the evictions a fetch makes; the
    * launch's fetch that follows counts the stall itself (stalls). */
-  uint64_t t0 = now_ns();
+  uint64_t t0 = _mt_now_ns();
   int rc = make_room_ex(p, need, false);
-  uint64_t t1 = now_ns();
+  uint64_t t1 = _mt_now_ns();
   mt_stat_add(stall_ns, t1 - t0);
   if (_mt_trace_on()) _mt_trace_stall(MT_STALL_EVICT, t0, t1);
   return rc;
@@ -698,7 +692,7 @@ int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len
       continue;
     }
     /* a run of chunks not on the device: fetched together */
-    if (t0 == 0 && !p->prefetching) t0 = now_ns();
+    if (t0 == 0 && !p->prefetching) t0 = _mt_now_ns();
     bool fetch[EVICT_BATCH];
     int n = 0;
     unsigned nnv = 0; /* NVMe chunks read in: one staging slot each (tier_nvme.c) */
@@ -713,7 +707,7 @@ int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len
   }
   _mt_check_region(p, r);
   if (t0 != 0) {
-    uint64_t t1 = now_ns();
+    uint64_t t1 = _mt_now_ns();
     mt_stat_add(stalls, 1);
     mt_stat_add(stall_ns, t1 - t0);
     if (_mt_trace_on()) _mt_trace_stall(MT_STALL_FETCH, t0, t1);

@@ -38,12 +38,6 @@
 
 #include "pager_internal.h"
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* The handoff is on, or may turn on (auto with an NVMe tier): the ring is
  * kept, so that the bound holds from the first launch the handoff is on. */
 static bool may_bound(mt_pager_t *p) {
@@ -68,10 +62,10 @@ int _mt_runahead_wait(mt_pager_t *p) {
     mt_handle_t e = p->run_ring[p->run_head];
     int rc = p->dev->ops->event_query(p->dev, e);
     if (rc == 0) {
-      uint64_t t0 = now_ns();
+      uint64_t t0 = _mt_now_ns();
       rc = p->dev->ops->event_sync(p->dev, e);
       mt_stat_add(runahead_waits, 1);
-      mt_stat_add(runahead_wait_ns, now_ns() - t0);
+      mt_stat_add(runahead_wait_ns, _mt_now_ns() - t0);
     }
     if (rc < 0) return rc; /* the driver's error (logged): the launch reports it */
     drop_oldest(p);

@@ -154,9 +154,7 @@ static uint64_t warm_n;           /* launches seen while searching */
 static unsigned warm_windows;
 
 uint64_t _mt_trace_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  return _mt_now_ns();
 }
 
 /* ---- rings ------------------------------------------------------------------- */

@@ -38,12 +38,6 @@
 
 #include "pager_internal.h"
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 void _mt_h2d_issued(mt_pager_t *p) {
   p->h2d_unsynced = true;
   p->h2d_mark = 0; /* no event covers the new copies yet */
@@ -63,11 +57,11 @@ int _mt_h2d_drain(mt_pager_t *p, bool count) {
   rc = p->dev->ops->event_query(p->dev, p->h2d_mark);
   if (rc < 0) return rc;
   if (rc == 0) {
-    uint64_t t0 = now_ns();
+    uint64_t t0 = _mt_now_ns();
     if ((rc = p->dev->ops->event_sync(p->dev, p->h2d_mark)) < 0) return rc;
     if (count) {
       mt_stat_add(unmap_waits, 1);
-      mt_stat_add(unmap_wait_ns, now_ns() - t0);
+      mt_stat_add(unmap_wait_ns, _mt_now_ns() - t0);
     }
     rc = 1;
   }

@@ -79,12 +79,6 @@ struct _mt_ss_param {
   uint64_t bytes;       /* pages' worth of data on NVMe (both copies) */
 };
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- layout ---------------------------------------------------------------- */
 
 static size_t align64(size_t x) {
@@ -158,7 +152,7 @@ static int submit(_mt_ss_t *ss, _mt_ss_param_t *sp, size_t k, int which, uint8_t
  * works); the time counts as the optimizer's I/O wait. op->result, or
  * -ETIMEDOUT (logged; the op stays in flight). */
 static int wait_op(_mt_ss_t *ss, _mt_nvme_op_t *op) {
-  uint64_t t0 = now_ns(), t = t0;
+  uint64_t t0 = _mt_now_ns(), t = t0;
   for (;;) {
     pthread_mutex_lock(ss->lock);
     if (op->busy) (void)_mt_nvme_poll(ss->store, 0, 0);
@@ -166,13 +160,13 @@ static int wait_op(_mt_ss_t *ss, _mt_nvme_op_t *op) {
     int rc = op->result;
     pthread_mutex_unlock(ss->lock);
     if (!busy) {
-      if (t != t0) mt_stat_add(optim_nvme_wait_ns, now_ns() - t0);
+      if (t != t0) mt_stat_add(optim_nvme_wait_ns, _mt_now_ns() - t0);
       if (rc != 0) mt_stat_add(optim_nvme_errors, 1);
       else if (op->write) mt_stat_add(optim_nvme_write, _mt_nvme_chunk_bytes(op->chunk));
       else mt_stat_add(optim_nvme_read, _mt_nvme_chunk_bytes(op->chunk));
       return rc;
     }
-    t = now_ns();
+    t = _mt_now_ns();
     if (t - t0 > WAIT_NS) {
       mt_error("optimizer state on NVMe: a %s has not finished after %llu s; the disk does not answer",
                op->write ? "write" : "read", (unsigned long long)(WAIT_NS / 1000000000u));
