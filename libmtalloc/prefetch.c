@@ -415,7 +415,7 @@ void _mt_prefetch_launch(mt_pager_t *p, mt_handle_t s) {
     for (uint32_t k = 0; k < pf->out[j].nregions && !seen && nwin < WINDOW_MAX; k++) {
       kslot_t *ks = map_find(pf, pf->out[j].regions[k].key);
       mt_region_t *r = ks ? ks->r : NULL;
-      if ((r == NULL || r->freed) && !handoff && (ks == NULL || ks->fresh_epoch != p->epoch)) {
+      if ((r == NULL || r->freed) && !handoff && j < pf->depth && (ks == NULL || ks->fresh_epoch != p->epoch)) {
         fresh += pf->out[j].regions[k].bytes; /* allocated anew: once, however many launches use it */
         if (ks != NULL) ks->fresh_epoch = p->epoch;
       }
