@@ -357,22 +357,17 @@ static int replay(plan_t *p, cand_t *c) {
  * spills (auto is LRU with the read-ahead: SENet154 loses 4.9 points of
  * ideal with next-use spills) win elsewhere. */
 static void tune(plan_t *p, cand_t *c) {
-  static const struct { const char *pred, *policy, *handoff, *spill, *runahead, *name; } alt[] = {
-      {"correlation", "lru", "auto", "auto", "24", "MT_POLICY=lru"},
-      {"correlation", "nextuse", "on", "auto", "24", "MT_HANDOFF=on"},
-      {"correlation", "nextuse", "off", "auto", "24", "MT_HANDOFF=off"},
-      {"correlation", "nextuse", "auto", "nextuse", "24", "MT_SPILL_POLICY=nextuse"},
-      {"correlation", "nextuse", "auto", "auto", "0", "MT_RUNAHEAD=0"},
-      {"none", "lru", "auto", "auto", "24", "MT_PREDICTOR=none MT_POLICY=lru"},
-      {"none", "nextuse", "on", "auto", "24", "MT_PREDICTOR=none MT_HANDOFF=on"},
-      {"none", "nextuse", "off", "auto", "24", "MT_PREDICTOR=none MT_HANDOFF=off"},
-      {"none", "nextuse", "auto", "auto", "0", "MT_PREDICTOR=none MT_RUNAHEAD=0"},
-      {"context", "nextuse", "auto", "auto", "24", "MT_PREDICTOR=context"},
-      {"context", "lru", "auto", "auto", "24", "MT_PREDICTOR=context MT_POLICY=lru"},
-      {"context", "nextuse", "on", "auto", "24", "MT_PREDICTOR=context MT_HANDOFF=on"},
-      {"context", "nextuse", "off", "auto", "24", "MT_PREDICTOR=context MT_HANDOFF=off"},
-      {"context", "nextuse", "auto", "nextuse", "24", "MT_PREDICTOR=context MT_SPILL_POLICY=nextuse"},
-      {"context", "nextuse", "auto", "auto", "0", "MT_PREDICTOR=context MT_RUNAHEAD=0"}};
+  /* each predictor with each setting; the defaults with correlation and
+   * none were replayed already (replay()), next-use spills need the
+   * read-ahead (a predictor, and an NVMe tier: tiered()) */
+  static const char *const preds[] = {"correlation", "none", "context"};
+  static const struct { const char *policy, *handoff, *spill, *runahead, *name; } var[] = {
+      {"nextuse", "auto", "auto", "24", ""},
+      {"lru", "auto", "auto", "24", "MT_POLICY=lru"},
+      {"nextuse", "on", "auto", "24", "MT_HANDOFF=on"},
+      {"nextuse", "off", "auto", "24", "MT_HANDOFF=off"},
+      {"nextuse", "auto", "nextuse", "24", "MT_SPILL_POLICY=nextuse"},
+      {"nextuse", "auto", "auto", "0", "MT_RUNAHEAD=0"}};
   /* A setting can make the replay itself slow: with the handoff on the
    * host is never held back by a freed buffer, and on the virtual clock
    * (no launch queue to fill) it runs a whole trace ahead with every
@@ -382,24 +377,26 @@ static void tune(plan_t *p, cand_t *c) {
    * the plan says so. */
   double limit = fmax(30, 4 * c->wall_s);
   cand_t best = *c;
-  for (size_t i = 0; i < sizeof alt / sizeof alt[0]; i++) {
-    /* next-use spills differ from auto only with the read-ahead, which
-     * needs the predictor and spills to NVMe */
-    if (strcmp(alt[i].spill, "auto") != 0 && !tiered(p, c)) continue;
-    cand_t t = *c;
-    t.pred = alt[i].pred;
-    t.policy = alt[i].policy;
-    t.handoff = alt[i].handoff;
-    t.spill = alt[i].spill;
-    t.runahead = alt[i].runahead;
-    replay_with(p, &t, t.pred, limit);
-    if (t.step_s <= 0 && t.wall_s >= limit) {
-      size_t k = strlen(c->cut);
-      snprintf(c->cut + k, sizeof c->cut - k, "%s%s", k ? ", " : "", alt[i].name);
-      c->cut_s = limit;
+  for (size_t i = 0; i < sizeof preds / sizeof preds[0]; i++)
+    for (size_t v = 0; v < sizeof var / sizeof var[0]; v++) {
+      bool other = strcmp(preds[i], "correlation") != 0; /* named in the settings */
+      if (v == 0 && strcmp(preds[i], "context") != 0) continue;
+      if (strcmp(var[v].spill, "auto") != 0 && (strcmp(preds[i], "none") == 0 || !tiered(p, c))) continue;
+      cand_t t = *c;
+      t.pred = preds[i];
+      t.policy = var[v].policy;
+      t.handoff = var[v].handoff;
+      t.spill = var[v].spill;
+      t.runahead = var[v].runahead;
+      replay_with(p, &t, t.pred, limit);
+      if (t.step_s <= 0 && t.wall_s >= limit) {
+        size_t k = strlen(c->cut);
+        snprintf(c->cut + k, sizeof c->cut - k, "%s%s%s%s%s", k ? ", " : "", other ? "MT_PREDICTOR=" : "",
+                 other ? preds[i] : "", other && v > 0 ? " " : "", var[v].name);
+        c->cut_s = limit;
+      }
+      if (t.step_s > 0 && t.step_s < best.step_s) best = t;
     }
-    if (t.step_s > 0 && t.step_s < best.step_s) best = t;
-  }
   memcpy(best.cut, c->cut, sizeof best.cut);
   best.cut_s = c->cut_s;
   *c = best;
