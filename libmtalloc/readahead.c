@@ -311,7 +311,7 @@ void _mt_ra_launch(mt_pager_t *p, const mt_predictor_ops_t *ops, mt_predictor_t 
       if (r == NULL || r->freed || r->kind == REG_SMALL || r->ra_epoch == p->epoch) continue;
       r->ra_epoch = p->epoch;
       r->ra_pos = (uint32_t)(j + 1);
-      r->epoch = p->epoch; /* the host tier's spills skip it (host_eligible, pager.c) */
+      r->epoch = p->epoch; /* the host tier's spills skip it (host_eligible, hosttier.c) */
       ra->win[nwin++] = r;
     }
   }
