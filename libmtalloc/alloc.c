@@ -38,7 +38,10 @@ static void region_destroy(mt_pager_t *p, mt_region_t *r) {
    * after any fetch copy in flight (unmapfence.c; on error the unmaps go
    * ahead: the region is gone either way) */
   bool fenced = false;
-  for (uint32_t i = 0; i < r->nchunks; i++) _mt_wb_settle(p, &r->chunks[i]); /* copies reading them */
+  for (uint32_t i = 0; i < r->nchunks; i++) {
+    _mt_wb_settle(p, &r->chunks[i]); /* copies reading them */
+    _mt_wb_cancel(p, &r->chunks[i]); /* out of the write-behind stock (and its batch) */
+  }
   for (uint32_t i = 0; i < r->nchunks;) {
     if (!chunk_mapped(p, &r->chunks[i])) {
       i++;

@@ -162,7 +162,7 @@ void _mt_retained_link(mt_pager_t *p, mt_chunk_t *c) {
 void _mt_host_release(mt_pager_t *p, mt_chunk_t *c) {
   if (c->host_addr == 0) return;
   _mt_wb_settle(p, c);
-  _mt_wb_cancel(c); /* the copy it made goes with the slot: it cannot clean c */
+  _mt_wb_cancel(p, c); /* the copy it made goes with the slot: it cannot clean c */
   _mt_sw_settle(p, c); /* the drive may still read it */
   _mt_retained_unlink(c);
   mt_host_slot_t sl = {c->host, c->host_off, c->host_addr};

@@ -131,6 +131,11 @@ typedef enum mt_opt_type {
     "while the handoff is on (MT_HANDOFF): the host waits so that at most this many launches " \
     "are queued ahead of the GPU, and the pager decides for launches near the ones running " \
     "(runahead.c; measured on G10's traces, README); 0 = no bound")                 \
+  X(WRITEBEHIND_HORIZON, INT, "256", 0, 65536, "", "launches",                   \
+    "with a predictor and MT_POLICY=nextuse: write-behind copies out, before each launch, the "  \
+    "dirty chunks the evictions of the next this-many launches copied one iteration ago (the " \
+    "period the predictor learns), less those copied and not used yet (prefetch.c; measured " \
+    "on G10's traces, README); 0 = only what the prefetch window lacks")         \
   X(PREFETCH_PACE, BOOL, "on", 0, 0, "", "",                                     \
     "start a prefetch only while the host-to-device link is idle, so that its mapping changes " \
     "never hold the host behind earlier copies (prefetch.c); off: whenever room allows, " \

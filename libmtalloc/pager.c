@@ -67,7 +67,7 @@ mt_pager_t *_mt_pager;
 
 /* Region counters behind the launch fast path (_mt_range_resident). */
 void _mt_set_dirty(mt_pager_t *p, mt_chunk_t *c) {
-  _mt_wb_cancel(c); /* a write-behind copy in flight no longer makes it clean */
+  _mt_wb_cancel(p, c); /* a write-behind copy no longer makes it clean */
   if (!c->dirty && c->state == CH_DEVICE) c->region->nclean--;
   c->dirty = true;
   if (c->nv != NULL) _mt_nv_drop(p, c); /* its NVMe copy is stale now */
@@ -146,6 +146,7 @@ void _mt_check_region(const mt_pager_t *p, const mt_region_t *r) {
     mt_assert(!c->retained || (c->state == CH_DEVICE && c->host_addr != 0));
     mt_assert(c->clean_batch == 0 || (c->state == CH_DEVICE && c->dirty));
     mt_assert(c->clean_batch == 0 || c->clean_batch == c->wb_batch);
+    mt_assert(!c->wbclean || (c->state == CH_DEVICE && !c->dirty && c->host_addr != 0 && c->clean_batch == 0));
     nwb += c->wb_batch != 0;
     nnvme += c->state == CH_NVME;
   }
@@ -292,6 +293,9 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
        * copy loop before a later victim's _mt_host_get_ex runs) */
       _mt_retained_unlink(_mt_chunk_of(node));
       batch[n++] = c;
+      /* a copy out this launch needed, or found made ahead: what
+       * write-behind will make ahead for it next period (prefetch.c) */
+      if (c->dirty || c->wbclean) _mt_prefetch_evicting(p);
       freed += p->chunk;
       vc.wait = false;
     }
@@ -390,10 +394,11 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
         mt_stat_add(bytes_d2h, p->chunk);
       } else {
         mt_stat_add(evictions_clean, 1);
+        if (c->wbclean) mt_stat_add(write_behind_used, 1);
         c->region->nclean--;
       }
       c->dirty = false;
-      _mt_wb_cancel(c);
+      _mt_wb_cancel(p, c); /* its copy is used (or was never made) */
       _mt_wb_clear(c); /* any write-behind copy ran before the ev_evict sync */
       if (c->pf) c->region->npf--; /* a prefetch evicted before use was wasted */
       c->pf = false;

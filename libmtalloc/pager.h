@@ -47,6 +47,8 @@ typedef struct mt_pager_config {
   unsigned prefetch_lead; /* MT_PREFETCH_LEAD; 0 (unset): no timeliness feedback */
   bool prefetch_pace;   /* MT_PREFETCH_PACE; false (unset): prefetch whenever room allows */
   unsigned runahead;    /* MT_RUNAHEAD; 0 (unset): no bound on launches queued ahead */
+  unsigned writebehind_horizon; /* MT_WRITEBEHIND_HORIZON; 0 (unset): write-behind copies
+                                 * the prefetch window's lack only, no schedule */
 } mt_pager_config_t;
 struct mt_pager;
 int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, struct mt_pager **out);

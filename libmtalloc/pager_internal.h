@@ -194,6 +194,11 @@ void _mt_prefetch_begin(struct mt_pager *p, uint64_t func, struct mt_region **rs
 void _mt_prefetch_launch(struct mt_pager *p, mt_handle_t s);
 /* The clock of r's next expected use, 0 when unknown (predictor/reuse.h). */
 uint64_t _mt_prefetch_due(struct mt_pager *p, struct mt_region *r);
+/* An eviction for the launch being prepared takes a chunk whose copy out
+ * it needs, or found made by write-behind: recorded for write-behind's
+ * schedule (predictor/demand.h). An -ENOMEM loses the record (and the
+ * schedule until a period is recorded again), nothing else. */
+void _mt_prefetch_evicting(struct mt_pager *p);
 /* r (with r->pf_event) is about to be used on s: s waits for its copies. */
 int _mt_prefetch_wait(struct mt_pager *p, struct mt_region *r, mt_handle_t s);
 /* r is freed or destroyed: forget its key and event. */
@@ -333,6 +338,9 @@ typedef struct mt_chunk {
                               * in flight in this batch (clean once it is done); 0 = none */
   uint32_t wb_batch;         /* the last write-behind batch that copies from it: its device
                               * memory and host slot are not reused before it is done */
+  uint8_t wb_slot;           /* clean_batch != 0: its place in that batch (writebehind.c) */
+  bool wbclean;              /* cleaned by write-behind, its copy not used by an eviction yet
+                              * (with clean_batch != 0: the write-behind stock, p->wb_stock) */
   mt_handle_t dev;           /* DEVICE: physical device memory (0 when handed) */
   bool handed;               /* DEVICE of a freed region, its memory handed on (handoff.c):
                               * still mapped here until the region is destroyed */
@@ -490,11 +498,19 @@ struct mt_pager {
   unsigned pf_lead;          /* MT_PREFETCH_LEAD: largest lead in launches (prefetch.c); 0: none */
   bool pf_pace;              /* MT_PREFETCH_PACE: a prefetch starts only on an idle h2d link */
   struct mt_spillwrite *sw;  /* spillwrite.c; NULL: none yet (made at the first launch) */
-  /* write-behind (pager.c): batches of copies that clean dirty chunks ahead
-   * of their eviction, oldest first; ids grow, done_id: all up to it done */
-  struct mt_clean_batch { uint32_t id; mt_handle_t ev; } clean_ring[8]; /* MT_CLEAN_RING */
+  /* write-behind (writebehind.c): batches of copies that clean dirty chunks
+   * ahead of their eviction, oldest first; ids grow, done_id: all up to it
+   * done. A batch names its chunks still waiting for it (NULL: cancelled). */
+  struct mt_clean_batch {
+    uint32_t id;
+    mt_handle_t ev;
+    struct mt_chunk *cs[32]; /* EVICT_BATCH */
+  } clean_ring[8]; /* MT_CLEAN_RING */
   unsigned clean_head, clean_n;
   uint32_t clean_next_id, clean_done_id;
+  size_t wb_stock;           /* chunks whose write-behind copy is in flight or done and not
+                              * used by an eviction yet (clean_batch != 0 or wbclean) */
+  unsigned wb_horizon;       /* MT_WRITEBEHIND_HORIZON (prefetch.c); 0: the window's lack */
   bool prefetching;          /* the fetches being made are a prefetch's */
   uint8_t handoff;           /* MT_HANDOFF (0 auto, 1 on, 2 off): freed regions' memory reused
                               * in stream order */
@@ -593,6 +609,12 @@ int _mt_copy_wait(mt_pager_t *p, uintptr_t dst, uintptr_t src, size_t n, mt_hand
 
 /* ---- writebehind.c ----------------------------------------------------------- */
 #define MT_CLEAN_RING 8      /* write-behind batches in flight at most */
+_Static_assert(sizeof(((mt_pager_t *)0)->clean_ring) / sizeof(((mt_pager_t *)0)->clean_ring[0]) == MT_CLEAN_RING &&
+                   sizeof(((mt_pager_t *)0)->clean_ring[0].cs) / sizeof(mt_chunk_t *) == EVICT_BATCH,
+               "the write-behind ring holds MT_CLEAN_RING batches of EVICT_BATCH chunks");
+/* Retires the write-behind batches known done (no wait): their chunks are
+ * clean now (wbclean), cheap to evict. */
+void _mt_wb_poll(mt_pager_t *p);
 /* c's write-behind copy is done (with wait: waited for): c is clean now,
  * its host copy holds its bytes. */
 bool _mt_wb_cleaned(mt_pager_t *p, mt_chunk_t *c, bool wait);
@@ -741,11 +763,10 @@ static inline void _mt_set_dev_order(mt_pager_t *p, mt_chunk_t *c) {
 }
 
 
-/* c's write-behind copy no longer makes it clean (written since, cleaned,
- * or evicted); the copy itself may still be in flight (wb_batch). */
-static inline void _mt_wb_cancel(mt_chunk_t *c) {
-  c->clean_batch = 0;
-}
+/* c leaves the write-behind stock (written since, evicted, or its host
+ * copy or region gone): its copy no longer makes it clean; the copy itself
+ * may still be in flight (wb_batch). */
+void _mt_wb_cancel(mt_pager_t *p, mt_chunk_t *c);
 
 /* c's write-behind copy is known done (or waited for). */
 static inline void _mt_wb_clear(mt_chunk_t *c) {
@@ -817,8 +838,12 @@ void _mt_back_fresh(mt_pager_t *p);
 /* Write-behind: copies up to `bytes` of the coldest dirty device chunks
  * that no work in flight holds (and that the operation being prepared does
  * not use) to host copies, without waiting, so that their eviction later
- * costs no copy. Only free host slots are used. Returns the bytes started. */
-size_t _mt_write_behind(mt_pager_t *p, size_t bytes);
+ * costs no copy. Only free host slots are used. Returns the bytes started.
+ * Each chunk copied joins the stock (p->wb_stock) until an eviction uses
+ * its copy or it leaves (_mt_wb_cancel). With after != 0 (the launch clock
+ * of the first eviction the copies are for), chunks whose region is
+ * expected in use before then are passed over. */
+size_t _mt_write_behind(mt_pager_t *p, size_t bytes, uint64_t after);
 /* Marks r escaped: made resident now, never evicted. */
 int _mt_region_escape(mt_pager_t *p, mt_region_t *r, mt_handle_t s);
 

@@ -111,6 +111,7 @@ int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **
   p->handoff_fill = readahead_on(cfg);
   p->pf_lead = cfg->prefetch_lead;
   p->pf_pace = cfg->prefetch_pace;
+  p->wb_horizon = cfg->writebehind_horizon; /* before _mt_prefetch_open, which reads it */
   p->runahead = cfg->runahead < MT_RUNAHEAD_MAX ? cfg->runahead : MT_RUNAHEAD_MAX;
   if (rc == 0 && (rc = _mt_prefetch_open(p, cfg->predictor, cfg->prefetch_depth)) == -EINVAL) {
     mt_error("MT_PREDICTOR=\"%s\" is not a predictor; prefetching is off", cfg->predictor);
@@ -150,6 +151,7 @@ static void pager_init(void) {
     .readahead_depth = (unsigned)_mt_opt_int(MT_OPT_READAHEAD_DEPTH),
     .prefetch_lead = (unsigned)_mt_opt_int(MT_OPT_PREFETCH_LEAD),
     .runahead = (unsigned)_mt_opt_int(MT_OPT_RUNAHEAD),
+    .writebehind_horizon = (unsigned)_mt_opt_int(MT_OPT_WRITEBEHIND_HORIZON),
     .prefetch_pace = _mt_opt_int(MT_OPT_PREFETCH_PACE) != 0,
     .host_map = _mt_opt_int(MT_OPT_HOST_MAP) == 0,
     .handoff = (int)_mt_opt_int(MT_OPT_HANDOFF),

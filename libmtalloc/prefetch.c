@@ -69,6 +69,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "demand.h"
 #include "lead.h"
 #include "mix.h"
 #include "pager_internal.h"
@@ -105,6 +106,8 @@ struct mt_prefetch {
   mt_reuse_t *reuse;         /* next-use estimates, when the policy reads them */
   mt_lead_t *lead;           /* timeliness feedback; NULL: none (MT_PREFETCH_LEAD=0) */
   unsigned walk;             /* launches asked of the predictor: depth + the largest lead */
+  mt_demand_t *demand;       /* write-behind's schedule; NULL: none (MT_WRITEBEHIND_HORIZON=0,
+                              * or no next-use estimates to learn the period from) */
 };
 
 int _mt_prefetch_open(mt_pager_t *p, const char *predictor, unsigned depth) {
@@ -124,9 +127,12 @@ int _mt_prefetch_open(mt_pager_t *p, const char *predictor, unsigned depth) {
   pf->lead = prefetch ? _mt_lead_create(LEAD_KEYS, p->pf_lead) : NULL;
   pf->walk = pf->depth + _mt_lead_max(pf->lead);
   pf->out = calloc(pf->walk ? pf->walk : 1, sizeof(*pf->out));
+  const bool sched = prefetch && dues && p->wb_horizon > 0;
+  pf->demand = sched ? _mt_demand_create() : NULL;
   if (pf->pred == NULL || pf->map == NULL || pf->out == NULL || (dues && pf->reuse == NULL) ||
-      (prefetch && p->pf_lead > 0 && pf->lead == NULL)) {
+      (prefetch && p->pf_lead > 0 && pf->lead == NULL) || (sched && pf->demand == NULL)) {
     if (pf->pred) ops->destroy(pf->pred);
+    _mt_demand_destroy(pf->demand);
     _mt_lead_destroy(pf->lead);
     _mt_reuse_destroy(pf->reuse);
     free(pf->map);
@@ -144,6 +150,7 @@ void _mt_prefetch_close(mt_pager_t *p) {
   pf->ops->destroy(pf->pred);
   _mt_reuse_destroy(pf->reuse);
   _mt_lead_destroy(pf->lead);
+  _mt_demand_destroy(pf->demand);
   free(pf->map);
   free(pf->regs);
   free(pf->out);
@@ -427,37 +434,58 @@ void _mt_prefetch_launch(mt_pager_t *p, mt_handle_t s) {
       if (r->kind != REG_SMALL) lack += (size_t)(r->nchunks - r->ndevice) * p->chunk;
     }
   }
+  /* What the evictions of the next launches copied one period ago, where
+   * that period is recorded (write-behind's schedule, below). */
+  size_t want = 0;
+  uint64_t first = 0;
+  const uint64_t period = pf->demand != NULL ? _mt_reuse_period(pf->reuse) : 0;
+  const unsigned h = period > 0 && p->wb_horizon >= period ? (unsigned)(period - 1) : p->wb_horizon;
+  const bool sched = pf->demand != NULL && _mt_demand_window(pf->demand, p->clock, period, h, &want, &first);
   /* Under memory pressure, a checkpoint after this launch: the room
    * below and the write-behind depend on which holds have ended, and an
    * exact answer needs an event behind each launch (one driver call, so
-   * only when the window lacks something). */
-  if (lack + fresh > 0) _mt_stream_mark(p, _mt_stream_index(p, s));
+   * only when the window lacks something, or evictions are due). */
+  if (lack + fresh + want > 0) _mt_stream_mark(p, _mt_stream_index(p, s));
   /* 2-3. room without waiting, then the fetches, until room runs out */
   for (size_t i = 0; i < nwin; i++) {
     mt_region_t *r = win[i];
     if (r->kind == REG_SMALL || r->escaped || r->hostuse || r->ndevice == r->nchunks) continue;
     if (!prefetch_region(p, r, s)) break;
   }
-  /* Write-behind, after the prefetch: the window lacked `lack` bytes on
-   * the GPU; as many bytes of the coldest dirty chunks left (the next ones
-   * evictions will take) are copied out now, on the d2h link, so that
-   * those evictions copy nothing. Not more: a write-behind copy sits in
-   * the d2h queue ahead of the eviction copies a demand miss waits for,
-   * and one whose chunk is written again was wasted. Twice the lack was
-   * measured 8% slower than demand paging on a link-bound synth trace
-   * (tests/replay), the lack alone 8% faster, within 0.1 point on BERT
-   * and ViT.
-   * The lack counts, with the handoff off, the regions the predicted
-   * launches will allocate anew (their outputs, not live yet, or freed
-   * since last time): their room comes from evictions as much as a fetch's
-   * does. ViT went 83.27 -> 86.50% of ideal with that, the other G10
-   * workloads unchanged (tests/replay/test_freshroom_pager.c). With the
-   * handoff on, freed memory goes to them in stream order, and counting
-   * them cost Inception 0.4 points. */
-  lack += fresh;
-  if (lack > 0) _mt_write_behind(p, lack < p->budget / 4 ? lack : p->budget / 4);
+  /* Write-behind, after the prefetch: dirty chunks copied out now, on the
+   * d2h link, so that the evictions that take them later copy nothing.
+   * How many:
+   *  - With a schedule (a period recorded; predictor/demand.h): the
+   *    chunks the evictions of the next MT_WRITEBEHIND_HORIZON launches
+   *    copied one period ago, less the stock (copies made and not used
+   *    yet). Those evictions make room for regions not allocated yet (a
+   *    forward pass's activations), which no window of regions shows, and
+   *    their copies must start well before: the link carries one launch's
+   *    demand in several launches' time. BERT with the handoff on: 95.97
+   *    -> 100% of ideal, bytes 1.14 -> 1.01x the Belady bound (README,
+   *    "Write-behind on a schedule").
+   *  - Else (the first period): the window's lack, as many bytes as the
+   *    predicted launches lack on the GPU. Not more: a write-behind copy
+   *    sits in the d2h queue ahead of the eviction copies a demand miss
+   *    waits for, and one whose chunk is written again was wasted (twice
+   *    the lack measured 8% slower than demand paging on a link-bound
+   *    synth trace). With the handoff off the lack counts the regions the
+   *    predicted launches will allocate anew: their room comes from
+   *    evictions as much as a fetch's does (ViT 83.27 -> 86.50%,
+   *    tests/replay/test_freshroom_pager.c); with it on, freed memory
+   *    goes to them in stream order. */
+  size_t ask = lack + fresh;
+  if (sched) {
+    _mt_wb_poll(p); /* the copies done are stock that is clean now */
+    ask = want > p->wb_stock ? (want - p->wb_stock) * p->chunk : 0;
+  }
+  if (ask > 0) _mt_write_behind(p, ask < p->budget / 4 ? ask : p->budget / 4, first);
   /* NVMe -> host further ahead, so that the fetches above find host copies */
   _mt_ra_launch(p, pf->ops, pf->pred, id);
+}
+
+void _mt_prefetch_evicting(mt_pager_t *p) {
+  if (p->pf != NULL && p->pf->demand != NULL) (void)_mt_demand_record(p->pf->demand, p->clock, 1);
 }
 
 mt_region_t *_mt_prefetch_region(mt_pager_t *p, uint64_t key) {

@@ -472,7 +472,7 @@ Test(nvme_tier, write_after_write_behind_is_kept) {
   pthread_mutex_lock(&P->lock);
   _mt_region_held(P, r, true);
   P->epoch++; /* the next operation: the put's chunk is no longer being prepared */
-  size_t copied = _mt_write_behind(P, 2 * MiB);
+  size_t copied = _mt_write_behind(P, 2 * MiB, 0);
   uint32_t batch = r->chunks[0].clean_batch;
   pthread_mutex_unlock(&P->lock);
   cr_assert_eq(copied, 2 * MiB, "the dirty chunk is copied out ahead of its eviction");
@@ -541,7 +541,7 @@ static void write_after_wb_copy(bool another_capture) {
   pthread_mutex_lock(&P->lock);
   for (int i = 0; i < 4; i++) _mt_region_held(P, _mt_region_of(P, a[i]), true);
   P->epoch++;
-  size_t copied = _mt_write_behind(P, 8 * MiB);
+  size_t copied = _mt_write_behind(P, 8 * MiB, 0);
   mt_region_t *r = _mt_region_of(P, a[0]);
   uint32_t batch = r->chunks[0].wb_batch;
   mt_handle_t ev = 0;

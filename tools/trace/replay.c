@@ -130,6 +130,11 @@ static void usage(FILE *f) {
           "                        none, as MT_PREFETCH_LEAD)\n"
           "  --runahead N          while the handoff is on, at most N launches queued ahead\n"
           "                        of the GPU (default 24, as MT_RUNAHEAD; 0 = no bound)\n"
+          "  --writebehind-horizon N  with a predictor and --policy nextuse: before each launch,\n"
+          "                        write-behind copies out what the evictions of the next N\n"
+          "                        launches copied one iteration ago, less its copies not\n"
+          "                        used yet (default 256, as MT_WRITEBEHIND_HORIZON; 0 = only\n"
+          "                        what the prefetch window lacks)\n"
           "  --prefetch-pace on|off  on: a prefetch starts only while the h2d link is idle\n"
           "                        (default on, as MT_PREFETCH_PACE)\n"
           "  --readahead-depth N   with a predictor and --nvme-mem: predicted launches to read\n"
@@ -400,6 +405,7 @@ int mt_cmd_replay(int argc, char **argv) {
     {"prefetch-depth", required_argument, 0, 'F'},
     {"prefetch-lead", required_argument, 0, 'L'},
     {"runahead", required_argument, 0, 'Q'},
+    {"writebehind-horizon", required_argument, 0, 'V'},
     {"prefetch-pace", required_argument, 0, 'E'},
     {"readahead-depth", required_argument, 0, 'R'},
     {"chunk", required_argument, 0, 'c'},    {"json", no_argument, 0, 'j'},
@@ -419,7 +425,7 @@ int mt_cmd_replay(int argc, char **argv) {
   int opt_comp = -1;          /* --state-compression: -1 the trace's, else 0 none, 1 8bit, 2 4bit */
   double h2d = 25e9, d2h = 25e9, nvme_rd = 3.2e9, nvme_wr = 3.2e9;
   const char *policy = "nextuse", *spill_policy = "auto", *predictor = "correlation";
-  unsigned depth = 8, ra_depth = 1024, lead = 0, runahead = 24;
+  unsigned depth = 8, ra_depth = 1024, lead = 0, runahead = 24, wb_horizon = 256;
   bool json = false, no_belady = false, host_map = true, unmap_sync = true, writes_aware = false;
   bool pace = true;
   int handoff = 0; /* auto */
@@ -482,6 +488,10 @@ int mt_cmd_replay(int argc, char **argv) {
       case 'Q':
         bad = _mt_parse_int(optarg, 0, 256, &iv);
         if (!bad) runahead = (unsigned)iv;
+        break;
+      case 'V':
+        bad = _mt_parse_int(optarg, 0, 65536, &iv);
+        if (!bad) wb_horizon = (unsigned)iv;
         break;
       case 'R':
         bad = _mt_parse_int(optarg, 0, 4096, &iv);
@@ -573,7 +583,8 @@ int mt_cmd_replay(int argc, char **argv) {
                           .handoff = handoff,
                           .nvme = nvme_mem ? &nvc : NULL, .predictor = predictor,
                           .prefetch_depth = depth, .readahead_depth = ra_depth,
-                          .prefetch_lead = lead, .prefetch_pace = pace, .runahead = runahead};
+                          .prefetch_lead = lead, .prefetch_pace = pace, .runahead = runahead,
+                          .writebehind_horizon = wb_horizon};
   int rc = r.dev ? _mt_pager_create(r.dev, &pc, &r.p) : -ENOMEM;
   if (rc == 0 && nvme_mem && r.p->nv == NULL) rc = -ENOMEM; /* logged: the host budget is too small */
   if (rc < 0) {
@@ -765,7 +776,7 @@ done:
     hostopt_totals(r.ho, &ht);
     if (json) {
       printf("{\"trace\":\"%s\",\"gpu_mem\":%" PRIu64 ",\"host_mem\":%" PRIu64 ",\"h2d_bw\":%.0f,\"d2h_bw\":%.0f,"
-             "\"policy\":\"%s\",\"spill_policy\":\"%s\",\"handoff\":\"%s\",\"predictor\":\"%s\",\"prefetch_depth\":%u,\"prefetch_lead\":%u,\"prefetch_pace\":%s,\"readahead_depth\":%u,\"runahead\":%u,\"writes\":\"%s\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
+             "\"policy\":\"%s\",\"spill_policy\":\"%s\",\"handoff\":\"%s\",\"predictor\":\"%s\",\"prefetch_depth\":%u,\"prefetch_lead\":%u,\"prefetch_pace\":%s,\"readahead_depth\":%u,\"runahead\":%u,\"writebehind_horizon\":%u,\"writes\":\"%s\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
              "\"stall_s\":%.6f,\"bytes_h2d\":%" PRIu64 ",\"bytes_d2h\":%" PRIu64 ",\"nvme_mem\":%" PRIu64 ","
              "\"nvme_read_bw\":%.0f,\"nvme_write_bw\":%.0f,\"bytes_nvme_read\":%" PRIu64 ","
              "\"bytes_nvme_write\":%" PRIu64 ",\"nvme_spills\":%llu,\"nvme_loads\":%llu,\"nvme_drops\":%llu,\"fetches\":%llu,\"evictions_dirty\":%llu,\"evictions_clean\":%llu,"
@@ -774,7 +785,7 @@ done:
              "\"iterations\":%" PRIu64 ",\"prefetches\":%llu,\"write_behind\":%llu,\"write_behind_used\":%llu,\"coverage\":%s,\"accuracy\":%s,"
              "\"timeliness\":%s,\"stream_wait_s\":%.6f,\"replay_wall_s\":%.3f,\"replay_max_rss_bytes\":%" PRIu64 ",",
              path, (uint64_t)r.p->budget, (uint64_t)r.p->host_budget, h2d, d2h, policy, r.p->hpol_ops->name, handoff == 0 ? "auto" : handoff == 1 ? "on" : "off",
-             predictor, depth, lead, pace ? "true" : "false", ra_depth, runahead,
+             predictor, depth, lead, pace ? "true" : "false", ra_depth, runahead, wb_horizon,
              writes_aware ? "aware" : "all", sim_s, ideal_s, pct,
              stall_s, t.bytes_h2d, t.bytes_d2h, nvme_mem, nvme_rd, nvme_wr, t.bytes_nvme_read, t.bytes_nvme_write,
              (unsigned long long)mt_stat_get(nvme_spills), (unsigned long long)mt_stat_get(nvme_loads),
