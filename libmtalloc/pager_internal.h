@@ -340,7 +340,8 @@ typedef struct mt_chunk {
                               * memory and host slot are not reused before it is done */
   uint8_t wb_slot;           /* clean_batch != 0: its place in that batch (writebehind.c) */
   bool wbclean;              /* cleaned by write-behind, its copy not used by an eviction yet
-                              * (with clean_batch != 0: the write-behind stock, p->wb_stock) */
+                              * (these and the chunks with clean_batch != 0 are the
+                              * write-behind stock, p->wb_stock) */
   mt_handle_t dev;           /* DEVICE: physical device memory (0 when handed) */
   bool handed;               /* DEVICE of a freed region, its memory handed on (handoff.c):
                               * still mapped here until the region is destroyed */
