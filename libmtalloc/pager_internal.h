@@ -766,8 +766,12 @@ static inline void _mt_set_dev_order(mt_pager_t *p, mt_chunk_t *c) {
 
 /* c leaves the write-behind stock (written since, evicted, or its host
  * copy or region gone): its copy no longer makes it clean; the copy itself
- * may still be in flight (wb_batch). */
-void _mt_wb_cancel(mt_pager_t *p, mt_chunk_t *c);
+ * may still be in flight (wb_batch). Inline for the common case, nothing
+ * to cancel: set_dirty calls it for every chunk a launch writes. */
+void _mt_wb_unstock(mt_pager_t *p, mt_chunk_t *c);
+static inline void _mt_wb_cancel(mt_pager_t *p, mt_chunk_t *c) {
+  if (c->clean_batch != 0 || c->wbclean) _mt_wb_unstock(p, c);
+}
 
 /* c's write-behind copy is known done (or waited for). */
 static inline void _mt_wb_clear(mt_chunk_t *c) {

@@ -69,7 +69,7 @@ void _mt_wb_poll(mt_pager_t *p) {
   if (p->clean_n > 0) wb_done(p, p->clean_done_id + 1, false);
 }
 
-void _mt_wb_cancel(mt_pager_t *p, mt_chunk_t *c) {
+void _mt_wb_unstock(mt_pager_t *p, mt_chunk_t *c) {
   if (c->clean_batch != 0) {
     /* its batch is still in the ring (done batches clean their chunks as
      * they leave it): it no longer names c */
