@@ -95,6 +95,14 @@ typedef struct mt_device_ops {
   uint64_t (*nvme_issue)(mt_device_t *d, bool write, size_t bytes);
   int (*nvme_done)(mt_device_t *d, uint64_t t);
   void (*nvme_wait)(mt_device_t *d, bool write, uint64_t t);
+  /* Optional, both or neither (NULL: the caller times on the host). An
+   * event that can be timed (the others are created without timing, which
+   * costs less), destroyed by event_destroy; and the device's time from a
+   * to b, both recorded: 0 and *ns, -EAGAIN while either has not
+   * completed, other -errno on error (timer_create: -ENOSYS where the
+   * driver cannot time). */
+  int (*timer_create)(mt_device_t *d, mt_handle_t *e);
+  int (*timer_elapsed)(mt_device_t *d, mt_handle_t a, mt_handle_t b, uint64_t *ns);
 } mt_device_ops_t;
 
 struct mt_device {

@@ -140,6 +140,23 @@ static int cd_event_create(mt_device_t *d, mt_handle_t *e) {
   return 0;
 }
 
+static int cd_timer_create(mt_device_t *d, mt_handle_t *e) {
+  if (CD(d)->drv->cuEventElapsedTime_v2 == NULL) return -ENOSYS; /* a driver before 12.8 */
+  CUevent ev;
+  CALL("cuEventCreate", CD(d)->drv->cuEventCreate(&ev, CU_EVENT_DEFAULT));
+  *e = (mt_handle_t)ev;
+  return 0;
+}
+
+static int cd_timer_elapsed(mt_device_t *d, mt_handle_t a, mt_handle_t b, uint64_t *ns) {
+  float ms = 0;
+  CUresult rc = CD(d)->drv->cuEventElapsedTime_v2(&ms, (CUevent)a, (CUevent)b);
+  if (rc == CUDA_ERROR_NOT_READY) return -EAGAIN;
+  if (rc != CUDA_SUCCESS) return fail("cuEventElapsedTime", rc);
+  *ns = ms > 0 ? (uint64_t)((double)ms * 1e6) : 0;
+  return 0;
+}
+
 static void cd_event_destroy(mt_device_t *d, mt_handle_t e) {
   CD(d)->drv->cuEventDestroy_v2((CUevent)e);
 }
@@ -194,6 +211,8 @@ static const mt_device_ops_t cuda_ops = {
   .event_sync = cd_event_sync,
   .stream_wait = cd_stream_wait,
   .stream_capturing = cd_stream_capturing,
+  .timer_create = cd_timer_create,
+  .timer_elapsed = cd_timer_elapsed,
 };
 
 mt_device_t *_mt_device_cuda_open(void) {

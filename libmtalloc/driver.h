@@ -52,11 +52,14 @@
 
 /* Functions the core uses where the driver has them: newer than the oldest
  * driver mtalloc runs on (cuKernelGetParamInfo is 12.4, cuKernelGetName
- * 12.3). NULL in mt_driver_t when missing; the driver stays usable. */
+ * 12.3, cuEventElapsedTime_v2 12.8: without it MT_HANDOFF=auto times its
+ * trial on the host). NULL in mt_driver_t when missing; the driver stays
+ * usable. */
 #define MT_DRIVER_OPTIONAL_FUNCS(X)                  \
   X(cuKernelGetParamInfo)                            \
   X(cuKernelGetName)                                 \
-  X(cuLibraryGetModule)
+  X(cuLibraryGetModule)                              \
+  X(cuEventElapsedTime_v2)
 
 typedef struct mt_driver {
 #define MT_DRV_FIELD(name) __typeof__(&name) name;
