@@ -73,7 +73,82 @@ static bool handable(mt_pager_t *p, mt_region_t *r, uint32_t si) {
  * handoff was on only while NVMe held chunks) took Inception 96.09 ->
  * 97.19% with the run-ahead bound (runahead.c), the others unchanged. */
 bool _mt_handoff_on(const mt_pager_t *p) {
-  return p->handoff == 1 || (p->handoff == 0 && ((p->handoff_fill && p->host_filled) || p->live[CH_NVME] > 0));
+  return p->handoff == 1 ||
+         (p->handoff == 0 && (p->ho_trial_on || (p->handoff_fill && p->host_filled) || p->live[CH_NVME] > 0));
+}
+
+/* Elsewhere (MT_HANDOFF=auto, no NVMe or a host memory not full yet):
+ * whichever ran one period faster, measured (predictor/trial.h), the
+ * handoff kept on a tie. Where the link has room it costs time on some
+ * workloads and not on others: on G10's six-iteration traces, ViT ran at
+ * 79.3% of ideal with it on and 93.8% off, BERT at 100% both ways with
+ * 5.4x fewer bytes on, and nothing in a launch stream tells them apart
+ * before they run. Off must be faster by more than TRIAL_MARGIN_PCT:
+ * the time of one period varies that little on a steady loop, and the
+ * bytes saved are worth it. Needs the period: only with next-use
+ * estimates (MT_POLICY=nextuse); without them auto is off here, as
+ * before. The host's clock times it (the virtual clock's in replay). */
+#define TRIAL_MARGIN_PCT 2
+
+void _mt_handoff_trial_open(mt_pager_t *p) {
+  if (p->handoff != 0) return;
+  _mt_trial_init(&p->ho_trial, TRIAL_MARGIN_PCT);
+  p->ho_trial_runs = true;
+  p->ho_trial_on = true; /* from the first launch: nothing to drain before its timing */
+}
+
+/* Records trial mark m before the launch being prepared: an event on its
+ * stream (the GPU's time once the work before it is done), or the host's
+ * time where the device cannot time events. */
+static void trial_mark(mt_pager_t *p, int m) {
+  const mt_device_ops_t *o = p->dev->ops;
+  p->ho_mark_ns[m] = _mt_now_ns();
+  if (m == MT_TRIAL_A_BEGINS) p->ho_mark_bad = false;
+  if (p->ho_host_timed) return;
+  if (p->ho_marks[m] == 0 && (o->timer_create == NULL || o->timer_create(p->dev, &p->ho_marks[m]) < 0)) {
+    p->ho_marks[m] = 0;
+    p->ho_host_timed = true; /* from now on; this trial's earlier marks have host times too */
+    return;
+  }
+  mt_handle_t h;
+  if (!_mt_stream_recordable(p, p->op_si, &h) || o->event_record(p->dev, p->ho_marks[m], h) < 0)
+    p->ho_mark_bad = true; /* decided for the handoff, below */
+}
+
+/* AWAIT: both periods' times, once the last mark has completed. */
+static void trial_resolve(mt_pager_t *p) {
+  const mt_device_ops_t *o = p->dev->ops;
+  uint64_t a = p->ho_mark_ns[MT_TRIAL_A_ENDS] - p->ho_mark_ns[MT_TRIAL_A_BEGINS];
+  uint64_t b = p->ho_mark_ns[MT_TRIAL_B_ENDS] - p->ho_mark_ns[MT_TRIAL_B_BEGINS];
+  if (p->ho_mark_bad) {
+    mt_info("MT_HANDOFF=auto: a period could not be timed (no event on the launch's stream): the handoff "
+            "stays on");
+    b = a; /* a tie keeps it on */
+  } else if (!p->ho_host_timed) {
+    int rc = o->timer_elapsed(p->dev, p->ho_marks[MT_TRIAL_B_BEGINS], p->ho_marks[MT_TRIAL_B_ENDS], &b);
+    if (rc == -EAGAIN) return; /* the GPU is not there yet */
+    if (rc == 0) rc = o->timer_elapsed(p->dev, p->ho_marks[MT_TRIAL_A_BEGINS], p->ho_marks[MT_TRIAL_A_ENDS], &a);
+    if (rc < 0) b = a; /* the driver's error, logged: keep it on */
+  }
+  _mt_trial_decide(&p->ho_trial, a, b);
+}
+
+void _mt_handoff_tick(mt_pager_t *p, uint64_t period) {
+  if (!p->ho_trial_runs || _mt_capture_active(p)) return;
+  int mark;
+  unsigned before = p->ho_trial.decisions;
+  (void)_mt_trial_tick(&p->ho_trial, p->clock, period, &mark);
+  if (mark >= 0) trial_mark(p, mark);
+  if (p->ho_trial.stage == MT_TRIAL_AWAIT) trial_resolve(p);
+  p->ho_trial_on = p->ho_trial.stage == MT_TRIAL_DECIDED ? p->ho_trial.pick == MT_TRIAL_A
+                                                          : (p->ho_trial.stage < MT_TRIAL_SETTLE_B);
+  if (p->ho_trial.decisions == before) return;
+  mt_stat_add(handoff_decisions, 1);
+  if (!p->ho_trial_on) mt_stat_add(handoff_decided_off, 1);
+  mt_info("MT_HANDOFF=auto: a period of %llu launches took %.6g s with the handoff on and %.6g s off (%s): "
+          "%s", (unsigned long long)p->ho_trial.period, (double)p->ho_trial.a_ns / 1e9,
+          (double)p->ho_trial.b_ns / 1e9, p->ho_host_timed ? "host clock" : "GPU time",
+          p->ho_trial_on ? "on (fewer bytes)" : "off (faster)");
 }
 
 static int handed_push(mt_physpool_t *pl, mt_handle_t h) {

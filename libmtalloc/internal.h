@@ -97,9 +97,12 @@ typedef enum mt_opt_type {
     "on: device memory of a buffer freed with cuMemFreeAsync (or a framework's stream-ordered " \
     "free) while a kernel still uses it goes at once, without a wait or a copy, to the next " \
     "buffer a kernel on the same stream fills (fewer bytes moved; handoff.c); off: the pager " \
-    "waits for the old kernel or evicts live data instead (faster where the link has room); " \
-    "auto: on while chunks live on NVMe, and with the NVMe read-ahead (a predictor) " \
-    "from the first time host memory is full on")                                    \
+    "waits for the old kernel or evicts live data instead (faster on some workloads where the " \
+    "link has room); auto: on while chunks live on NVMe, and with the NVMe read-ahead (a " \
+    "predictor) from the first time host memory is full on; elsewhere, with next-use " \
+    "estimates (MT_POLICY=nextuse), timed: one iteration on, then one off to settle and one " \
+    "timed on the GPU, and off only if off was over 2% faster (logged at MT_VERBOSE=2); " \
+    "without them off")                                                            \
   X(TRACE, STRING, "", 0, 0, "", "path",                                           \
     "record a binary trace of allocations, launches, moves and stalls here (mt-trace reads it)")      \
   X(STATS, BOOL, "off", 0, 0, "", "",                                              \

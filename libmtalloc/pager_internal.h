@@ -30,6 +30,7 @@
 #include "internal.h"
 #include "policy.h"
 #include "stats.h"
+#include "trial.h"
 
 /* ---- vaspace.c ---------------------------------------------------------- */
 typedef struct mt_vaspace {
@@ -177,6 +178,12 @@ bool _mt_handoff_on(const struct mt_pager *p);
 int _mt_handoff_take(struct mt_pager *p, bool via_h2d, mt_handle_t *h);
 /* Waits for the handed handles' event and gives them to the pool. */
 void _mt_handoff_settle(struct mt_pager *p);
+/* A launch begins at p->clock and the period is now period (0: unknown):
+ * MT_HANDOFF=auto's measured choice takes its next step (trial.h). */
+void _mt_handoff_tick(struct mt_pager *p, uint64_t period);
+/* The period is learned (prefetch.c keeps next-use estimates): auto may
+ * choose by measurement. */
+void _mt_handoff_trial_open(struct mt_pager *p);
 
 /* ---- prefetch.c ------------------------------------------------------------
  * The prefetch scheduler (see prefetch.c). */
@@ -519,6 +526,14 @@ struct mt_pager {
                               * host memory is full (handoff.c) */
   bool host_filled;          /* with an NVMe tier, host memory has been full (hosttier.c) or a
                               * chunk has gone to NVMe (_mt_live_move) */
+  bool ho_trial_runs;        /* MT_HANDOFF=auto with next-use estimates: it measures (handoff.c) */
+  bool ho_trial_on;          /* and the measured choice (ho_trial) has it on now */
+  mt_trial_t ho_trial;       /* on against off, each timed over one period (handoff.c);
+                              * run where the period is learned (next-use estimates) */
+  mt_handle_t ho_marks[MT_TRIAL_MARKS]; /* its timing events, made on first use */
+  uint64_t ho_mark_ns[MT_TRIAL_MARKS];  /* and the host's time at each mark */
+  bool ho_mark_bad;          /* a mark of this timing could not be recorded */
+  bool ho_host_timed;        /* the device cannot time events: the host's clock times */
   uint32_t op_si;            /* the stream of the launch being prepared (launch.c), 0 = none */
   size_t op_fresh;           /* bytes of its never-touched chunks not yet given memory handed
                               * from freed regions (handoff.c: only those take it) */

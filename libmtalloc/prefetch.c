@@ -141,6 +141,7 @@ int _mt_prefetch_open(mt_pager_t *p, const char *predictor, unsigned depth) {
     return -ENOMEM;
   }
   p->pf = pf;
+  if (pf->reuse != NULL) _mt_handoff_trial_open(p);
   return 0;
 }
 
@@ -368,6 +369,7 @@ void _mt_prefetch_begin(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n
   if (pf->reuse != NULL) {
     p->clock = _mt_reuse_launch(pf->reuse, id);
     uint64_t period = _mt_reuse_period(pf->reuse);
+    _mt_handoff_tick(p, period);
     if (p->pol_ops->advance) p->pol_ops->advance(p->pol, p->clock, period);
     if (p->nv != NULL && p->hpol_ops->advance) p->hpol_ops->advance(p->nv->hpol, p->clock, period);
   }

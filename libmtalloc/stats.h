@@ -36,6 +36,8 @@
   X(unmap_wait_ns)         \
   X(runahead_waits)        \
   X(runahead_wait_ns)      \
+  X(handoff_decisions)     \
+  X(handoff_decided_off)   \
   X(bytes_nvme_read)       \
   X(bytes_nvme_write)      \
   X(nvme_spills)           \

@@ -20,6 +20,11 @@
  *             same stream fills (handoffs > 0, nothing evicted), and the slow
  *             kernel still reads its old values; on another stream the memory
  *             is not handed
+ *   trial     MT_HANDOFF=auto times the handoff on and off over one period
+ *             each of a repeating loop, with timing events (cuEventCreate
+ *             without CU_EVENT_DISABLE_TIMING, cuEventElapsedTime), decides
+ *             once (the wrapper checks the message: GPU time), and the data
+ *             is right throughout
  * Usage: pager_test CASE. Exit 0 pass, 1 fail, 77 skip (not preloaded).
  */
 #include <cudaTypedefs.h>
@@ -353,9 +358,41 @@ static int case_handoff(void) {
   return 0;
 }
 
+static int case_trial(void) {
+  CUstream s;
+  CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  enum { NB = 4 };
+  size_t n = 256 * 1024; /* u32 words: 1 MiB each */
+  CUdeviceptr b[NB];
+  for (int i = 0; i < NB; i++) {
+    CK(cuMemAllocAsync(&b[i], n * 4, s));
+    CK(fill(b[i], (uint32_t)i, n, s));
+  }
+  /* a loop of NB launches: its period is learned after some 32 more
+   * launches, then one period on, two off, and the decision once the last
+   * timing event has completed */
+  int it = 0;
+  for (; it < 400 && stat_of("handoff_decisions") == 0; it++) {
+    for (int i = 0; i < NB; i++) CK(add(b[i], 1, n, s));
+    if (it % 8 == 7) CK(cuStreamSynchronize(s));
+  }
+  CK(cuStreamSynchronize(s));
+  EXPECT(stat_of("handoff_decisions") == 1, "no decision after %d iterations", it);
+  EXPECT(it >= 10, "decided after %d iterations: before the period could be known and timed", it);
+  uint32_t *h = malloc(n * 4);
+  for (int i = 0; i < NB; i++) {
+    CK(cuMemcpyDtoH(h, b[i], n * 4));
+    EXPECT(h[0] == (uint32_t)(i + it) && h[n - 1] == (uint32_t)(i + it), "b%d = %u, want %d", i, h[0], i + it);
+  }
+  free(h);
+  printf("pager_test trial: ok (decided after %d iterations, %s off)\n", it,
+         stat_of("handoff_decided_off") ? "handoff" : "handoff not");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: pager_test routes|toobig|hostfull|graph|queries|torch|handoff\n");
+    fprintf(stderr, "usage: pager_test routes|toobig|hostfull|graph|queries|torch|handoff|trial\n");
     return 2;
   }
   setup();
@@ -366,6 +403,7 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "queries") == 0) return case_queries();
   if (strcmp(argv[1], "torch") == 0) return case_torch();
   if (strcmp(argv[1], "handoff") == 0) return case_handoff();
+  if (strcmp(argv[1], "trial") == 0) return case_trial();
   fprintf(stderr, "pager_test: unknown case %s\n", argv[1]);
   return 2;
 }

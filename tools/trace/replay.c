@@ -182,7 +182,10 @@ static void usage(FILE *f) {
           "pct_of_ideal (ideal/sim, %%), stall_s (sim - ideal), bytes_h2d, bytes_d2h,\n"
           "bytes_nvme_read, bytes_nvme_write, fetches, evictions_dirty, evictions_clean,\n"
           "unmap_waits (host waits that ordered an unmap after fetch copies), runahead_waits\n"
-          "(host waits that kept it MT_RUNAHEAD launches ahead of the GPU),\n"
+          "(host waits that kept it MT_RUNAHEAD launches ahead of the GPU), handoff_trial\n"
+          "(--handoff auto with next-use estimates: on or off as timed, \"timing\" before it\n"
+          "decided, null where it does not time) with handoff_trial_on_s and _off_s (one\n"
+          "period's GPU time each),\n"
           "stream_wait_s (time the application's streams waited for fetch copies),\n"
           "belady_bytes (bytes MIN eviction with perfect knowledge moves within the same\n"
           "GPU memory, writing back what --writes says is dirty), launches, launches_host_mapped, host_mapped_bytes, iterations, coverage/accuracy/timeliness (null: no\n"
@@ -796,6 +799,15 @@ done:
              (unsigned long long)pfs, (unsigned long long)mt_stat_get(write_behind),
              (unsigned long long)mt_stat_get(write_behind_used), cov, acc, tim, (double)t.stream_wait_ns / 1e9,
              wall, rss);
+      /* MT_HANDOFF=auto's measured choice (handoff.c) */
+      const mt_trial_t *tr = &r.p->ho_trial;
+      if (!r.p->ho_trial_runs)
+        printf("\"handoff_trial\":null,\"handoff_trial_on_s\":null,\"handoff_trial_off_s\":null,");
+      else if (tr->decisions == 0)
+        printf("\"handoff_trial\":\"timing\",\"handoff_trial_on_s\":null,\"handoff_trial_off_s\":null,");
+      else
+        printf("\"handoff_trial\":\"%s\",\"handoff_trial_on_s\":%.6f,\"handoff_trial_off_s\":%.6f,",
+               tr->pick == MT_TRIAL_A ? "on" : "off", (double)tr->a_ns / 1e9, (double)tr->b_ns / 1e9);
       /* per iteration (from ITER records): simulated and ideal seconds */
       printf("\"iter_sim_s\":[");
       for (uint64_t i = 0; i < niter_marked; i++)
@@ -869,6 +881,14 @@ done:
       else
         printf("  Belady bound     %12.3f GB   (%" PRIu64 " fetches, %" PRIu64 " write-backs%s)\n", (double)bel / 1e9,
                br.fetches, br.writebacks, br.infeasible ? "; some launch alone exceeds the memory" : "");
+      if (r.p->ho_trial_runs) {
+        const mt_trial_t *tr = &r.p->ho_trial;
+        if (tr->decisions == 0)
+          printf("  handoff (auto)   still timing on against off (one period each once the period is known)\n");
+        else
+          printf("  handoff (auto)   %s: one period took %.3f s on, %.3f s off (GPU time)\n",
+                 tr->pick == MT_TRIAL_A ? "on" : "off", (double)tr->a_ns / 1e9, (double)tr->b_ns / 1e9);
+      }
       if (r.p->pf == NULL)
         printf("  prefetch         n/a (no predictor)\n");
       else
