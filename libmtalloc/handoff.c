@@ -133,18 +133,25 @@ static void trial_resolve(mt_pager_t *p) {
   _mt_trial_decide(&p->ho_trial, a, b);
 }
 
-void _mt_handoff_tick(mt_pager_t *p, uint64_t period) {
+void _mt_handoff_tick(mt_pager_t *p, uint64_t period, uint64_t id) {
   if (!p->ho_trial_runs || _mt_capture_active(p)) return;
   int mark;
   unsigned before = p->ho_trial.decisions;
-  (void)_mt_trial_tick(&p->ho_trial, p->clock, period, &mark);
+  mt_trial_arm_t arm = _mt_trial_tick(&p->ho_trial, p->clock, period, id, &mark);
   if (mark >= 0) trial_mark(p, mark);
-  if (p->ho_trial.stage == MT_TRIAL_AWAIT) trial_resolve(p);
-  p->ho_trial_on = p->ho_trial.stage == MT_TRIAL_DECIDED ? p->ho_trial.pick == MT_TRIAL_A
-                                                          : (p->ho_trial.stage < MT_TRIAL_SETTLE_B);
+  if (p->ho_trial.stage == MT_TRIAL_AWAIT) {
+    trial_resolve(p);
+    if (p->ho_trial.stage == MT_TRIAL_DECIDED) arm = p->ho_trial.pick;
+  }
+  p->ho_trial_on = arm == MT_TRIAL_A;
   if (p->ho_trial.decisions == before) return;
   mt_stat_add(handoff_decisions, 1);
   if (!p->ho_trial_on) mt_stat_add(handoff_decided_off, 1);
+  if (p->ho_trial.irregular) {
+    mt_info("MT_HANDOFF=auto: no two periods of %llu launches ran the same launches (%u tries): the handoff "
+            "stays on", (unsigned long long)p->ho_trial.period, MT_TRIAL_MAX_RETRIES + 1);
+    return;
+  }
   mt_info("MT_HANDOFF=auto: a period of %llu launches took %.6g s with the handoff on and %.6g s off (%s): "
           "%s", (unsigned long long)p->ho_trial.period, (double)p->ho_trial.a_ns / 1e9,
           (double)p->ho_trial.b_ns / 1e9, p->ho_host_timed ? "host clock" : "GPU time",

@@ -369,7 +369,7 @@ void _mt_prefetch_begin(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n
   if (pf->reuse != NULL) {
     p->clock = _mt_reuse_launch(pf->reuse, id);
     uint64_t period = _mt_reuse_period(pf->reuse);
-    _mt_handoff_tick(p, period);
+    _mt_handoff_tick(p, period, id);
     if (p->pol_ops->advance) p->pol_ops->advance(p->pol, p->clock, period);
     if (p->nv != NULL && p->hpol_ops->advance) p->hpol_ops->advance(p->nv->hpol, p->clock, period);
   }

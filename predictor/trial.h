@@ -14,6 +14,7 @@
  * Schedule, in whole periods of the launch clock once the period is known
  * (predictor/reuse.h learns it):
  *   LEARN      period unknown: A;
+ *   SETTLE_A   one period of A, not timed (only when B ran before);
  *   MEASURE_A  one period of A, timed;
  *   SETTLE_B   one period of B, not timed: what A left queued and resident
  *              is not B's (its first period after A, on ViT, ran at 81.9%
@@ -22,8 +23,19 @@
  *   AWAIT      B, until the caller has both times (_mt_trial_decide);
  *   DECIDED    B if it took less than (100 - margin)% of A's time, else A.
  * A different period (the loop changed: a longer sequence, gradient
- * accumulation) starts MEASURE_A again; while it is unknown again, the
+ * accumulation) starts the timing again; while it is unknown again, the
  * current choice stays (LEARN only before the first decision).
+ *
+ * The two timed periods must have run the same launches, or their times
+ * say nothing about the settings: an evaluation pass, a skipped branch or
+ * an optimizer step every few iterations falls into one of them (on G10's
+ * ViT with an evaluation pass every third iteration, the off period took
+ * 8.35 s against 4.74 s on, and auto kept the handoff on; on BERT the
+ * other way round). So each timed period keeps a signature of its launch
+ * identities (a sum of their mixes: the same launches in any order give
+ * the same sum), and where the two differ the timing starts again, A first
+ * (SETTLE_A, MEASURE_A, ...). After MAX_RETRIES such restarts the loop is
+ * taken as too irregular to time and A is kept (irregular).
  *
  * Timing is the caller's: at each mark the tick names, it records the
  * time (handoff.c: an event on the launch's stream, timed on the GPU).
@@ -46,6 +58,7 @@ typedef enum { MT_TRIAL_A = 0, MT_TRIAL_B = 1 } mt_trial_arm_t;
 
 typedef enum {
   MT_TRIAL_LEARN,
+  MT_TRIAL_SETTLE_A,
   MT_TRIAL_MEASURE_A,
   MT_TRIAL_SETTLE_B,
   MT_TRIAL_MEASURE_B,
@@ -59,19 +72,26 @@ enum { MT_TRIAL_A_BEGINS, MT_TRIAL_A_ENDS, MT_TRIAL_B_BEGINS, MT_TRIAL_B_ENDS, M
 typedef struct mt_trial {
   mt_trial_stage_t stage;
   mt_trial_arm_t pick;   /* DECIDED: the arm kept */
+  mt_trial_arm_t ran;    /* the arm the last launch ran with */
   unsigned margin_pct;   /* B must be this much faster, percent */
   uint64_t period;       /* the period being measured, in launches */
   uint64_t mark;         /* the clock where the current stage began */
   uint64_t a_ns, b_ns;   /* one period of each, as measured last */
+  uint64_t sig, sig_a;   /* launch identities of the timed period so far, of A's */
   unsigned decisions;    /* how many times it decided */
+  unsigned restarts;     /* timings started again for different launches, this decision */
+  bool irregular;        /* decided A without a timing: the periods never matched */
 } mt_trial_t;
 
+#define MT_TRIAL_MAX_RETRIES 3
+
 void _mt_trial_init(mt_trial_t *t, unsigned margin_pct);
-/* A launch at clock (launches so far, increasing) begins, the period now
- * known (0: unknown): returns the arm to run it with. *mark is the mark
- * to record before it (MT_TRIAL_*_BEGINS/ENDS), or -1. A_BEGINS again
- * means the timing started afresh: earlier marks are void. */
-mt_trial_arm_t _mt_trial_tick(mt_trial_t *t, uint64_t clock, uint64_t period, int *mark);
+/* A launch of identity id at clock (launches so far, increasing) begins,
+ * the period now known (0: unknown): returns the arm to run it with.
+ * *mark is the mark to record before it (MT_TRIAL_*_BEGINS/ENDS), or -1.
+ * A_BEGINS again means the timing started afresh: earlier marks are
+ * void. */
+mt_trial_arm_t _mt_trial_tick(mt_trial_t *t, uint64_t clock, uint64_t period, uint64_t id, int *mark);
 /* AWAIT: the times from A_BEGINS to A_ENDS and from B_BEGINS to B_ENDS,
  * ns. Decides; else (another stage) nothing. */
 void _mt_trial_decide(mt_trial_t *t, uint64_t a_ns, uint64_t b_ns);

@@ -184,7 +184,8 @@ static void usage(FILE *f) {
           "unmap_waits (host waits that ordered an unmap after fetch copies), runahead_waits\n"
           "(host waits that kept it MT_RUNAHEAD launches ahead of the GPU), handoff_trial\n"
           "(--handoff auto with next-use estimates: on or off as timed, \"timing\" before it\n"
-          "decided, null where it does not time) with handoff_trial_on_s and _off_s (one\n"
+          "decided, \"irregular\" when it kept it on because no two periods ran the same\n"
+          "launches, null where it does not time) with handoff_trial_on_s and _off_s (one\n"
           "period's GPU time each),\n"
           "stream_wait_s (time the application's streams waited for fetch copies),\n"
           "belady_bytes (bytes MIN eviction with perfect knowledge moves within the same\n"
@@ -803,8 +804,9 @@ done:
       const mt_trial_t *tr = &r.p->ho_trial;
       if (!r.p->ho_trial_runs)
         printf("\"handoff_trial\":null,\"handoff_trial_on_s\":null,\"handoff_trial_off_s\":null,");
-      else if (tr->decisions == 0)
-        printf("\"handoff_trial\":\"timing\",\"handoff_trial_on_s\":null,\"handoff_trial_off_s\":null,");
+      else if (tr->decisions == 0 || tr->irregular)
+        printf("\"handoff_trial\":\"%s\",\"handoff_trial_on_s\":null,\"handoff_trial_off_s\":null,",
+               tr->decisions == 0 ? "timing" : "irregular");
       else
         printf("\"handoff_trial\":\"%s\",\"handoff_trial_on_s\":%.6f,\"handoff_trial_off_s\":%.6f,",
                tr->pick == MT_TRIAL_A ? "on" : "off", (double)tr->a_ns / 1e9, (double)tr->b_ns / 1e9);
@@ -885,6 +887,9 @@ done:
         const mt_trial_t *tr = &r.p->ho_trial;
         if (tr->decisions == 0)
           printf("  handoff (auto)   still timing on against off (one period each once the period is known)\n");
+        else if (tr->irregular)
+          printf("  handoff (auto)   on, untimed: no two periods of %" PRIu64 " launches ran the same launches\n",
+                 tr->period);
         else
           printf("  handoff (auto)   %s: one period took %.3f s on, %.3f s off (GPU time)\n",
                  tr->pick == MT_TRIAL_A ? "on" : "off", (double)tr->a_ns / 1e9, (double)tr->b_ns / 1e9);
