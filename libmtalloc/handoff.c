@@ -87,7 +87,9 @@ bool _mt_handoff_on(const mt_pager_t *p) {
  * the time of one period varies that little on a steady loop, and the
  * bytes saved are worth it. Needs the period: only with next-use
  * estimates (MT_POLICY=nextuse); without them auto is off here, as
- * before. The host's clock times it (the virtual clock's in replay). */
+ * before. The GPU times it: timing events on the launch's stream (the
+ * virtual clock's event times in replay); the host's clock only where the
+ * driver cannot time events (trial.h says why not the host's). */
 #define TRIAL_MARGIN_PCT 2
 
 void _mt_handoff_trial_open(mt_pager_t *p) {

@@ -179,8 +179,8 @@ int _mt_handoff_take(struct mt_pager *p, bool via_h2d, mt_handle_t *h);
 /* Waits for the handed handles' event and gives them to the pool. */
 void _mt_handoff_settle(struct mt_pager *p);
 /* A launch of identity id begins at p->clock and the period is now period
- * (0: unknown):
- * MT_HANDOFF=auto's measured choice takes its next step (trial.h). */
+ * (0: unknown): MT_HANDOFF=auto's measured choice takes its next step
+ * (trial.h). */
 void _mt_handoff_tick(struct mt_pager *p, uint64_t period, uint64_t id);
 /* The period is learned (prefetch.c keeps next-use estimates): auto may
  * choose by measurement. */

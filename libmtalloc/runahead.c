@@ -26,9 +26,9 @@
  * from the first launch it is on (Inception 95.64 -> 96.09% with that,
  * unchanged with a ring started empty each time auto turns it on); while
  * it is off the oldest events go back to the pool unwaited. Where auto
- * has neither (no NVMe tier, and the timed choice off or not made): no
- * event is recorded. During a stream capture no event may be recorded or waited for
- * (graph.c): the bound pauses.
+ * has neither (no NVMe tier, and the timed choice off): no event is
+ * recorded. During a stream capture no event may be recorded or waited
+ * for (graph.c): the bound pauses.
  *
  * Counters: runahead_waits (waits that found the oldest launch still
  * running), runahead_wait_ns.
@@ -39,8 +39,9 @@
 
 #include "pager_internal.h"
 
-/* The handoff is on, or may turn on (auto with an NVMe tier): the ring is
- * kept, so that the bound holds from the first launch the handoff is on. */
+/* The handoff is on, or may turn on (auto with an NVMe tier, or auto's
+ * timed choice has it on): the ring is kept, so that the bound holds from
+ * the first launch the handoff is on. */
 static bool may_bound(mt_pager_t *p) {
   return p->runahead > 0 && (p->handoff == 1 || (p->handoff == 0 && (p->nv != NULL || p->ho_trial_on))) &&
          !_mt_capture_active(p);
