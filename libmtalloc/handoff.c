@@ -99,37 +99,38 @@ void _mt_handoff_trial_open(mt_pager_t *p) {
   p->ho_trial_on = true; /* from the first launch: nothing to drain before its timing */
 }
 
-/* Records trial mark m before the launch being prepared: an event on its
- * stream (the GPU's time once the work before it is done), or the host's
- * time where the device cannot time events. */
+/* Records the time in trial slot m before the launch being prepared: an
+ * event on its stream (the GPU's time once the work before it is done),
+ * or the host's time where the device cannot time events. */
 static void trial_mark(mt_pager_t *p, int m) {
   const mt_device_ops_t *o = p->dev->ops;
   p->ho_mark_ns[m] = _mt_now_ns();
-  if (m == MT_TRIAL_A_BEGINS) p->ho_mark_bad = false;
+  p->ho_mark_bad[m] = false;
   if (p->ho_host_timed) return;
   if (p->ho_marks[m] == 0 && (o->timer_create == NULL || o->timer_create(p->dev, &p->ho_marks[m]) < 0)) {
     p->ho_marks[m] = 0;
-    p->ho_host_timed = true; /* from now on; this trial's earlier marks have host times too */
+    p->ho_host_timed = true; /* from now on; the slots have host times too */
     return;
   }
   mt_handle_t h;
   if (!_mt_stream_recordable(p, p->op_si, &h) || o->event_record(p->dev, p->ho_marks[m], h) < 0)
-    p->ho_mark_bad = true; /* decided for the handoff, below */
+    p->ho_mark_bad[m] = true; /* decided for the handoff, below */
 }
 
-/* AWAIT: both periods' times, once the last mark has completed. */
+/* AWAIT: both windows' times, once the last slot's event has completed. */
 static void trial_resolve(mt_pager_t *p) {
   const mt_device_ops_t *o = p->dev->ops;
-  uint64_t a = p->ho_mark_ns[MT_TRIAL_A_ENDS] - p->ho_mark_ns[MT_TRIAL_A_BEGINS];
-  uint64_t b = p->ho_mark_ns[MT_TRIAL_B_ENDS] - p->ho_mark_ns[MT_TRIAL_B_BEGINS];
-  if (p->ho_mark_bad) {
+  const mt_trial_t *t = &p->ho_trial;
+  uint64_t a = p->ho_mark_ns[t->a_to] - p->ho_mark_ns[t->a_from];
+  uint64_t b = p->ho_mark_ns[t->b_to] - p->ho_mark_ns[t->b_from];
+  if (p->ho_mark_bad[t->a_from] || p->ho_mark_bad[t->a_to] || p->ho_mark_bad[t->b_from] || p->ho_mark_bad[t->b_to]) {
     mt_info("MT_HANDOFF=auto: a period could not be timed (no event on the launch's stream): the handoff "
             "stays on");
     b = a; /* a tie keeps it on */
   } else if (!p->ho_host_timed) {
-    int rc = o->timer_elapsed(p->dev, p->ho_marks[MT_TRIAL_B_BEGINS], p->ho_marks[MT_TRIAL_B_ENDS], &b);
+    int rc = o->timer_elapsed(p->dev, p->ho_marks[t->b_from], p->ho_marks[t->b_to], &b);
     if (rc == -EAGAIN) return; /* the GPU is not there yet */
-    if (rc == 0) rc = o->timer_elapsed(p->dev, p->ho_marks[MT_TRIAL_A_BEGINS], p->ho_marks[MT_TRIAL_A_ENDS], &a);
+    if (rc == 0) rc = o->timer_elapsed(p->dev, p->ho_marks[t->a_from], p->ho_marks[t->a_to], &a);
     if (rc < 0) b = a; /* the driver's error, logged: keep it on */
   }
   _mt_trial_decide(&p->ho_trial, a, b);
@@ -137,10 +138,10 @@ static void trial_resolve(mt_pager_t *p) {
 
 void _mt_handoff_tick(mt_pager_t *p, uint64_t period, uint64_t id) {
   if (!p->ho_trial_runs || _mt_capture_active(p)) return;
-  int mark;
+  int slot;
   unsigned before = p->ho_trial.decisions;
-  mt_trial_arm_t arm = _mt_trial_tick(&p->ho_trial, p->clock, period, id, &mark);
-  if (mark >= 0) trial_mark(p, mark);
+  mt_trial_arm_t arm = _mt_trial_tick(&p->ho_trial, p->clock, period, id, &slot);
+  if (slot >= 0) trial_mark(p, slot);
   if (p->ho_trial.stage == MT_TRIAL_AWAIT) {
     trial_resolve(p);
     if (p->ho_trial.stage == MT_TRIAL_DECIDED) arm = p->ho_trial.pick;
@@ -150,8 +151,8 @@ void _mt_handoff_tick(mt_pager_t *p, uint64_t period, uint64_t id) {
   mt_stat_add(handoff_decisions, 1);
   if (!p->ho_trial_on) mt_stat_add(handoff_decided_off, 1);
   if (p->ho_trial.irregular) {
-    mt_info("MT_HANDOFF=auto: no two periods of %llu launches ran the same launches (%u tries): the handoff "
-            "stays on", (unsigned long long)p->ho_trial.period, MT_TRIAL_MAX_RETRIES + 1);
+    mt_info("MT_HANDOFF=auto: in %u windows of %llu launches none ran the same launches as the one before "
+            "it: the handoff stays on, untimed", MT_TRIAL_MAX_WINDOWS, (unsigned long long)p->ho_trial.period);
     return;
   }
   mt_info("MT_HANDOFF=auto: a period of %llu launches took %.6g s with the handoff on and %.6g s off (%s): "

@@ -531,9 +531,9 @@ struct mt_pager {
   bool ho_trial_on;          /* and the measured choice (ho_trial) has it on now */
   mt_trial_t ho_trial;       /* on against off, each timed over one period (handoff.c);
                               * run where the period is learned (next-use estimates) */
-  mt_handle_t ho_marks[MT_TRIAL_MARKS]; /* its timing events, made on first use */
-  uint64_t ho_mark_ns[MT_TRIAL_MARKS];  /* and the host's time at each mark */
-  bool ho_mark_bad;          /* a mark of this timing could not be recorded */
+  mt_handle_t ho_marks[MT_TRIAL_SLOTS]; /* its timing events, made on first use */
+  uint64_t ho_mark_ns[MT_TRIAL_SLOTS];  /* and the host's time at each */
+  bool ho_mark_bad[MT_TRIAL_SLOTS];     /* the slot's event could not be recorded */
   bool ho_host_timed;        /* the device cannot time events: the host's clock times */
   uint32_t op_si;            /* the stream of the launch being prepared (launch.c), 0 = none */
   size_t op_fresh;           /* bytes of its never-touched chunks not yet given memory handed

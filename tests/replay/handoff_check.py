@@ -5,10 +5,12 @@ handoff on, the freed tensors' memory goes to the next fresh tensors, so the
 replay moves far fewer bytes (at least 2x fewer) and never fewer than the
 Belady bound; with it off, none is handed. auto (next-use estimates, the
 default) times the handoff on first, so in two iterations it equals on.
-Then auto's measured choice (handoff.c, predictor/trial.h) over six
+Then auto's measured choice (handoff.c, predictor/trial.h) over eight
 iterations, write-aware: on BERT both settings run at the same speed, so it
 keeps the handoff on (far fewer bytes than off); on ViT off is clearly
 faster, so it turns it off and its last iterations run as fast as off's.
+With an evaluation pass every third iteration (mt-trace perturb), the
+windows that hold one are not compared, and both decide the same way.
 Usage: handoff_check.py MT_TRACE G10_DIR WORKDIR. Exit 77 without G10's traces."""
 import json
 import os
@@ -53,14 +55,20 @@ check(auto["bytes"] == on["bytes"] and auto["sim_s"] == on["sim_s"] and auto["ha
 check(on["handoff_trial"] is None and off["handoff_trial"] is None, "on and off: no trial")
 
 
-def replay6(model, h):
-    t6 = os.path.join(work, "%s_handoff6.trace" % model)
-    if not os.path.exists(t6):
-        r = subprocess.run([mt, "import-g10", os.path.join(g10, model), "--iterations", "6", "-o", t6],
+def replay8(model, h, evals=False):
+    t8 = os.path.join(work, "%s_handoff8.trace" % model)
+    if not os.path.exists(t8):
+        r = subprocess.run([mt, "import-g10", os.path.join(g10, model), "--iterations", "8", "-o", t8],
                            capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit("import-g10 failed: " + r.stderr)
-    r = subprocess.run([mt, "replay", t6, "--pcie-bw", "15.754G", "--host-mem", "128G", "--nvme-mem", "2T",
+    if evals:
+        te = os.path.join(work, "%s_handoff8_eval3.trace" % model)
+        r = subprocess.run([mt, "perturb", t8, "-o", te, "--eval-every", "3"], capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit("perturb failed: " + r.stderr)
+        t8 = te
+    r = subprocess.run([mt, "replay", t8, "--pcie-bw", "15.754G", "--host-mem", "128G", "--nvme-mem", "2T",
                         "--writes", "aware", "--handoff", h, "--json"], capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit("replay %s --handoff %s failed: %s" % (model, h, r.stderr))
@@ -70,7 +78,7 @@ def replay6(model, h):
     return d
 
 
-b_on, b_off, b_auto = (replay6("BERT_Base", h) for h in ["on", "off", "auto"])
+b_on, b_off, b_auto = (replay8("BERT_Base", h) for h in ["on", "off", "auto"])
 check(b_auto["handoff_trial"] == "on", "BERT: auto keeps the handoff on (%s; one period %.3f s on, %.3f s off)"
       % (b_auto["handoff_trial"], b_auto["handoff_trial_on_s"] or 0, b_auto["handoff_trial_off_s"] or 0))
 check(b_auto["handoff_trial_off_s"] * 100 >= b_auto["handoff_trial_on_s"] * 98, "BERT: off not 2% faster")
@@ -78,11 +86,15 @@ check(abs(b_auto["last"] - b_on["last"]) <= 0.005 * b_on["last"],
       "BERT: the last iteration as fast as on's (%.3f against %.3f s)" % (b_auto["last"], b_on["last"]))
 check(b_auto["bytes"] * 1.5 < b_off["bytes"], "BERT: far fewer bytes than off (%d against %d)"
       % (b_auto["bytes"], b_off["bytes"]))
-v_on, v_off, v_auto = (replay6("VIT", h) for h in ["on", "off", "auto"])
+v_on, v_off, v_auto = (replay8("VIT", h) for h in ["on", "off", "auto"])
 check(v_auto["handoff_trial"] == "off", "ViT: auto turns the handoff off (%s; one period %.3f s on, %.3f s off)"
       % (v_auto["handoff_trial"], v_auto["handoff_trial_on_s"] or 0, v_auto["handoff_trial_off_s"] or 0))
 check(v_auto["last"] * 1.10 < v_on["last"], "ViT: the last iteration over 10%% faster than on's (%.3f against "
       "%.3f s)" % (v_auto["last"], v_on["last"]))
 check(v_auto["last"] <= v_off["last"] * 1.02, "ViT: and within 2%% of off's (%.3f against %.3f s)"
       % (v_auto["last"], v_off["last"]))
+for model, want in [("BERT_Base", "on"), ("VIT", "off")]:
+    e = replay8(model, "auto", evals=True)
+    check(e["handoff_trial"] == want, "%s, an evaluation pass every third iteration: %s as without (%s; %.3f s on, "
+          "%.3f s off)" % (model, want, e["handoff_trial"], e["handoff_trial_on_s"] or 0, e["handoff_trial_off_s"] or 0))
 sys.exit(1 if fails else 0)

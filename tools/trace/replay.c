@@ -184,8 +184,8 @@ static void usage(FILE *f) {
           "unmap_waits (host waits that ordered an unmap after fetch copies), runahead_waits\n"
           "(host waits that kept it MT_RUNAHEAD launches ahead of the GPU), handoff_trial\n"
           "(--handoff auto with next-use estimates: on or off as timed, \"timing\" before it\n"
-          "decided, \"irregular\" when it kept it on because no two periods ran the same\n"
-          "launches, null where it does not time) with handoff_trial_on_s and _off_s (one\n"
+          "decided, \"irregular\" when it kept it on because no period ran the same launches\n"
+          "as the one before it, null where it does not time) with handoff_trial_on_s and _off_s (one\n"
           "period's GPU time each),\n"
           "stream_wait_s (time the application's streams waited for fetch copies),\n"
           "belady_bytes (bytes MIN eviction with perfect knowledge moves within the same\n"
@@ -888,8 +888,8 @@ done:
         if (tr->decisions == 0)
           printf("  handoff (auto)   still timing on against off (one period each once the period is known)\n");
         else if (tr->irregular)
-          printf("  handoff (auto)   on, untimed: no two periods of %" PRIu64 " launches ran the same launches\n",
-                 tr->period);
+          printf("  handoff (auto)   on, untimed: no window of %" PRIu64 " launches ran the same launches as the "
+                 "one before it\n", tr->period);
         else
           printf("  handoff (auto)   %s: one period took %.3f s on, %.3f s off (GPU time)\n",
                  tr->pick == MT_TRIAL_A ? "on" : "off", (double)tr->a_ns / 1e9, (double)tr->b_ns / 1e9);
