@@ -100,8 +100,8 @@ typedef enum mt_opt_type {
     "waits for the old kernel or evicts live data instead (faster on some workloads where the " \
     "link has room); auto: on while chunks live on NVMe, and with the NVMe read-ahead (a " \
     "predictor) from the first time host memory is full on; elsewhere, with next-use " \
-    "estimates (MT_POLICY=nextuse), timed: one iteration on, then one off to settle and one " \
-    "timed on the GPU, and off only if off was over 2% faster (logged at MT_VERBOSE=2); " \
+    "estimates (MT_POLICY=nextuse), timed on the GPU over an iteration that repeats the one " \
+    "before it, on first, then off, and off only if over 2% faster (logged at MT_VERBOSE=2); " \
     "without them off")                                                            \
   X(TRACE, STRING, "", 0, 0, "", "path",                                           \
     "record a binary trace of allocations, launches, moves and stalls here (mt-trace reads it)")      \
