@@ -92,6 +92,17 @@ static uint64_t iter_end(const replay_t *r, uint64_t i) {
 
 /* Iteration i's GPU idle seconds (host: the part waiting for the host),
  * from the counters when it began to when the next began or the end (t). */
+/* MT_HANDOFF=auto's measured choice (handoff.c): NULL where it does not
+ * time, else timing, irregular (on, untimed), on or off; the last two
+ * have both windows' times. */
+static const char *trial_state(const mt_pager_t *p) {
+  const mt_trial_t *tr = &p->ho_trial;
+  if (!p->ho_trial_runs) return NULL;
+  if (tr->decisions == 0) return "timing";
+  if (tr->irregular) return "irregular";
+  return tr->pick == MT_TRIAL_A ? "on" : "off";
+}
+
 static double iter_idle_s(const replay_t *r, const mt_vdev_totals_t *t, uint64_t i, bool host) {
   const uint64_t *at = host ? r->iter_idle_host : r->iter_idle;
   uint64_t end = i + 1 < r->iterations ? at[i + 1] : host ? t->gpu_idle_host_ns : t->gpu_idle_ns;
@@ -800,16 +811,14 @@ done:
              (unsigned long long)pfs, (unsigned long long)mt_stat_get(write_behind),
              (unsigned long long)mt_stat_get(write_behind_used), cov, acc, tim, (double)t.stream_wait_ns / 1e9,
              wall, rss);
-      /* MT_HANDOFF=auto's measured choice (handoff.c) */
-      const mt_trial_t *tr = &r.p->ho_trial;
-      if (!r.p->ho_trial_runs)
+      const char *ts = trial_state(r.p);
+      if (ts == NULL)
         printf("\"handoff_trial\":null,\"handoff_trial_on_s\":null,\"handoff_trial_off_s\":null,");
-      else if (tr->decisions == 0 || tr->irregular)
-        printf("\"handoff_trial\":\"%s\",\"handoff_trial_on_s\":null,\"handoff_trial_off_s\":null,",
-               tr->decisions == 0 ? "timing" : "irregular");
+      else if (strcmp(ts, "on") != 0 && strcmp(ts, "off") != 0)
+        printf("\"handoff_trial\":\"%s\",\"handoff_trial_on_s\":null,\"handoff_trial_off_s\":null,", ts);
       else
-        printf("\"handoff_trial\":\"%s\",\"handoff_trial_on_s\":%.6f,\"handoff_trial_off_s\":%.6f,",
-               tr->pick == MT_TRIAL_A ? "on" : "off", (double)tr->a_ns / 1e9, (double)tr->b_ns / 1e9);
+        printf("\"handoff_trial\":\"%s\",\"handoff_trial_on_s\":%.6f,\"handoff_trial_off_s\":%.6f,", ts,
+               (double)r.p->ho_trial.a_ns / 1e9, (double)r.p->ho_trial.b_ns / 1e9);
       /* per iteration (from ITER records): simulated and ideal seconds */
       printf("\"iter_sim_s\":[");
       for (uint64_t i = 0; i < niter_marked; i++)
@@ -883,17 +892,16 @@ done:
       else
         printf("  Belady bound     %12.3f GB   (%" PRIu64 " fetches, %" PRIu64 " write-backs%s)\n", (double)bel / 1e9,
                br.fetches, br.writebacks, br.infeasible ? "; some launch alone exceeds the memory" : "");
-      if (r.p->ho_trial_runs) {
-        const mt_trial_t *tr = &r.p->ho_trial;
-        if (tr->decisions == 0)
-          printf("  handoff (auto)   still timing on against off (one period each once the period is known)\n");
-        else if (tr->irregular)
-          printf("  handoff (auto)   on, untimed: no window of %" PRIu64 " launches ran the same launches as the "
-                 "one before it\n", tr->period);
-        else
-          printf("  handoff (auto)   %s: one period took %.3f s on, %.3f s off (GPU time)\n",
-                 tr->pick == MT_TRIAL_A ? "on" : "off", (double)tr->a_ns / 1e9, (double)tr->b_ns / 1e9);
-      }
+      const char *ts = trial_state(r.p);
+      if (ts != NULL && strcmp(ts, "timing") == 0)
+        printf("  handoff (auto)   still timing on against off (no window of each that repeats the one "
+               "before it yet)\n");
+      else if (ts != NULL && strcmp(ts, "irregular") == 0)
+        printf("  handoff (auto)   on, untimed: no window of %" PRIu64 " launches ran the same launches as the "
+               "one before it\n", r.p->ho_trial.period);
+      else if (ts != NULL)
+        printf("  handoff (auto)   %s: one window took %.3f s on, %.3f s off (GPU time)\n", ts,
+               (double)r.p->ho_trial.a_ns / 1e9, (double)r.p->ho_trial.b_ns / 1e9);
       if (r.p->pf == NULL)
         printf("  prefetch         n/a (no predictor)\n");
       else
