@@ -108,6 +108,8 @@ struct mt_prefetch {
   unsigned walk;             /* launches asked of the predictor: depth + the largest lead */
   mt_demand_t *demand;       /* write-behind's schedule; NULL: none (MT_WRITEBEHIND_HORIZON=0,
                               * or no next-use estimates to learn the period from) */
+  uint64_t redue_period;     /* the period the policies' unknown dues were last asked again at */
+  uint64_t redue_clock;      /* and when */
 };
 
 int _mt_prefetch_open(mt_pager_t *p, const char *predictor, unsigned depth) {
@@ -340,6 +342,24 @@ static bool fetched_late(const mt_region_t *r) {
   return false;
 }
 
+static uint64_t due_of(mt_policy_node_t *n, void *arg) {
+  return _mt_prefetch_due(arg, _mt_chunk_of(n)->region);
+}
+
+/* The period is known now, or changed: the chunks the policies filed
+ * without an estimate (before it was known: the whole first iteration)
+ * are asked for one again (policy/nextuse.c, redue). A walk of those
+ * chunks, once per change, and at most once a period: a period that
+ * wavers between two values costs no walk per launch. */
+static void redue(mt_pager_t *p, uint64_t period) {
+  mt_prefetch_t *pf = p->pf;
+  if (period == 0 || (pf->redue_period != 0 && p->clock - pf->redue_clock < pf->redue_period)) return;
+  pf->redue_period = period;
+  pf->redue_clock = p->clock;
+  if (p->pol_ops->redue) p->pol_ops->redue(p->pol, due_of, p);
+  if (p->nv != NULL && p->hpol_ops->redue) p->hpol_ops->redue(p->nv->hpol, due_of, p);
+}
+
 void _mt_prefetch_begin(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n) {
   mt_prefetch_t *pf = p->pf;
   pf->nregs = 0;
@@ -372,6 +392,7 @@ void _mt_prefetch_begin(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n
     _mt_handoff_tick(p, period, id);
     if (p->pol_ops->advance) p->pol_ops->advance(p->pol, p->clock, period);
     if (p->nv != NULL && p->hpol_ops->advance) p->hpol_ops->advance(p->nv->hpol, p->clock, period);
+    if (period != pf->redue_period) redue(p, period);
   }
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {

@@ -70,6 +70,10 @@ typedef struct mt_policy_ops {
   /* The clock (the due's unit) is now now, the stream's period is period
      (0 = unknown). NULL for policies that do not look ahead. */
   void (*advance)(mt_policy_t *p, uint64_t now, uint64_t period);
+  /* Estimates changed for nodes filed without one (the period became
+     known, or changed): each such node gets due_of(n, arg) as its due and
+     is refiled by it. NULL for policies that do not look ahead. */
+  void (*redue)(mt_policy_t *p, uint64_t (*due_of)(mt_policy_node_t *n, void *arg), void *arg);
   /* Whether it reads `due`: the caller need not compute dues otherwise. */
   bool uses_due;
   /* Whether create(true) makes victim() weigh cost (nextuse; LRU never:

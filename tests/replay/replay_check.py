@@ -214,7 +214,12 @@ if dflt.returncode == 0:
     dd = json.loads(dflt.stdout)
     check(dd["predictor"] == "correlation" and dd["prefetch_pace"] is True and dd["policy"] == "nextuse",
           "the defaults are correlation, paced, nextuse (%s, %s, %s)" % (dd["predictor"], dd["prefetch_pace"], dd["policy"]))
-    check(dd["prefetches"] > 0, "the default configuration prefetches (%d)" % dd["prefetches"])
+    # The predictor runs (coverage is null only without one). Whether it
+    # prefetches here depends on room: with next-use estimates for the
+    # first iteration's chunks too, this small trace needs no prefetch at
+    # 64 MiB (0, against 2 before); the next check shows prefetching.
+    check(dd["coverage"] is not None, "the default configuration runs the predictor (coverage %s, %d prefetches)"
+          % (dd["coverage"], dd["prefetches"]))
 
 pf = run("replay", trace, "--gpu-mem", "64M", "--host-mem", "1G", "--pcie-bw", "1G", "--predictor", "correlation",
          "--policy", "lru", "--json")

@@ -109,6 +109,42 @@ Test(nextuse, passed_dues_become_unknown_and_far_ones_are_refiled) {
   ops->destroy(p);
 }
 
+/* redue(): nodes filed without a due are asked for one again and refiled
+ * by it; those still without one keep their LRU order; the wheel's nodes
+ * are not asked. */
+typedef struct redue_arg {
+  mt_policy_node_t *base; /* the test's nodes */
+  uint64_t due[5];        /* the new estimate of each */
+  int asked;
+} redue_arg_t;
+
+static uint64_t due_of_index(mt_policy_node_t *n, void *arg) {
+  redue_arg_t *a = arg;
+  a->asked++;
+  return a->due[n - a->base];
+}
+
+Test(nextuse, redue_files_the_unknown_by_their_new_dues) {
+  const mt_policy_ops_t *ops = _mt_policy_find("nextuse");
+  mt_policy_t *p = ops->create(false);
+  mt_policy_node_t n[5] = {0};
+  for (int i = 0; i < 5; i++) due(ops, p, &n[i], 0, true); /* n[0] the coldest */
+  ops->advance(p, 10, 100);
+  due(ops, p, &n[4], 30, true); /* the only one on the wheel */
+  cr_assert_eq(ops->victim(p, NULL, NULL), &n[4], "the wheel before the unknown");
+  /* the new estimates, by node: n[1] far, n[2] near, n[0] and n[3] unknown */
+  redue_arg_t a = {n, {0, 90, 20, 0, 12345}, 0};
+  ops->redue(p, due_of_index, &a);
+  cr_assert_eq(a.asked, 4, "only the unknown are asked");
+  cr_assert_eq(n[4].due, 30);
+  mt_policy_node_t *order[5] = {&n[1], &n[4], &n[2], &n[0], &n[3]};
+  for (int i = 0; i < 5; i++) {
+    cr_assert_eq(ops->victim(p, NULL, NULL), order[i], "victim %d", i);
+    ops->remove(p, order[i]);
+  }
+  ops->destroy(p);
+}
+
 /* Cost classes: every cheap node before any dirty one, dead ones last,
  * each class farthest first; recost() refiles; victim_in() looks in the
  * classes asked for; a rescale keeps the classes; created not weighing,
