@@ -248,6 +248,9 @@ void _mt_ra_spilled(mt_chunk_t *c);
  * copy, or dropped when it failed (the chunk stays NVME: the demand read
  * meets the error as before); read-ahead chunks found HOST count as used. */
 void _mt_ra_claim(struct mt_pager *p, struct mt_region *r, size_t first, size_t last);
+/* A read ahead of one of r's chunks is still in flight: fetching r now
+ * would wait for the drive (_mt_ra_claim). */
+bool _mt_ra_reading(struct mt_pager *p, const struct mt_region *r);
 /* c (NVME) has a read-ahead in flight: waits for it and throws it away
  * (its host slot back to the pool). Before its NVMe copy is read another
  * way or dropped (tier_nvme.c). */

@@ -282,6 +282,10 @@ static bool prefetch_region(mt_pager_t *p, mt_region_t *r, mt_handle_t s) {
    * GPU runs dry behind it. So one is put off to a later launch instead
    * (MT_PREFETCH_PACE). */
   if (p->pf_pace && p->dev->info.unmap_syncs && !_mt_h2d_idle(p)) return false;
+  /* Nor while a read ahead of one of its chunks is still on the drive:
+   * the fetch would hold the host until the read ends (_mt_ra_claim), and
+   * the GPU runs dry behind it. The launch's own fetch waits, if it must. */
+  if (r->nra > 0 && _mt_ra_reading(p, r)) return false;
   p->prefetching = true; /* no waits: not even for freed regions (pager.c) */
   if (_mt_make_room(p, lack * p->chunk) < 0) {
     p->prefetching = false;

@@ -223,6 +223,14 @@ void _mt_ra_cancel(mt_pager_t *p, mt_chunk_t *c) {
   drop(p, e);
 }
 
+bool _mt_ra_reading(mt_pager_t *p, const mt_region_t *r) {
+  for (uint32_t i = 0; i < r->nchunks && r->nra > 0; i++) {
+    const mt_chunk_t *c = &r->chunks[i];
+    if (c->ra != 0 && c->ra != MT_RA_READY && !read_done(p, read_of(p, c))) return true;
+  }
+  return false;
+}
+
 void _mt_ra_claim(mt_pager_t *p, mt_region_t *r, size_t first, size_t last) {
   for (size_t i = first; i <= last && i < r->nchunks && r->nra > 0; i++) {
     mt_chunk_t *c = &r->chunks[i];
