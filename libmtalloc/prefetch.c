@@ -70,6 +70,7 @@
 #include <string.h>
 
 #include "demand.h"
+#include "keep.h"
 #include "lead.h"
 #include "mix.h"
 #include "pager_internal.h"
@@ -81,6 +82,8 @@
 #define MIN_CONFIDENCE 0.25 /* below this a predicted launch is not prefetched for */
 #define WINDOW_MAX 256      /* regions of the window looked at per launch */
 #define LEAD_KEYS 4096      /* region keys with a lead, at most (predictor/lead.h) */
+#define KEEP_KEYS 4096      /* region keys kept because they came late, at most (predictor/keep.h) */
+#define KEEP_SHARE 4        /* ... holding at most this share of the GPU budget */
 
 typedef struct kslot {
   uint64_t key;
@@ -110,6 +113,8 @@ struct mt_prefetch {
                               * or no next-use estimates to learn the period from) */
   uint64_t redue_period;     /* the period the policies' unknown dues were last asked again at */
   uint64_t redue_clock;      /* and when */
+  mt_keep_t *keep;           /* keys kept because their fetch came late (predictor/keep.h);
+                              * NULL without next-use eviction */
 };
 
 int _mt_prefetch_open(mt_pager_t *p, const char *predictor, unsigned depth) {
@@ -131,9 +136,13 @@ int _mt_prefetch_open(mt_pager_t *p, const char *predictor, unsigned depth) {
   pf->out = calloc(pf->walk ? pf->walk : 1, sizeof(*pf->out));
   const bool sched = prefetch && dues && p->wb_horizon > 0;
   pf->demand = sched ? _mt_demand_create() : NULL;
+  const bool keep = p->pol_ops->uses_due;
+  pf->keep = keep ? _mt_keep_create(KEEP_KEYS, p->budget / KEEP_SHARE) : NULL;
   if (pf->pred == NULL || pf->map == NULL || pf->out == NULL || (dues && pf->reuse == NULL) ||
-      (prefetch && p->pf_lead > 0 && pf->lead == NULL) || (sched && pf->demand == NULL)) {
+      (prefetch && p->pf_lead > 0 && pf->lead == NULL) || (sched && pf->demand == NULL) ||
+      (keep && pf->keep == NULL)) {
     if (pf->pred) ops->destroy(pf->pred);
+    _mt_keep_destroy(pf->keep);
     _mt_demand_destroy(pf->demand);
     _mt_lead_destroy(pf->lead);
     _mt_reuse_destroy(pf->reuse);
@@ -154,6 +163,7 @@ void _mt_prefetch_close(mt_pager_t *p) {
   _mt_reuse_destroy(pf->reuse);
   _mt_lead_destroy(pf->lead);
   _mt_demand_destroy(pf->demand);
+  _mt_keep_destroy(pf->keep);
   free(pf->map);
   free(pf->regs);
   free(pf->out);
@@ -358,6 +368,7 @@ static uint64_t due_of(mt_policy_node_t *n, void *arg) {
 static void redue(mt_pager_t *p, uint64_t period) {
   mt_prefetch_t *pf = p->pf;
   if (period == 0 || (pf->redue_period != 0 && p->clock - pf->redue_clock < pf->redue_period)) return;
+  if (pf->redue_period != 0) _mt_keep_clear(pf->keep); /* another loop: what came late in the old one */
   pf->redue_period = period;
   pf->redue_clock = p->clock;
   if (p->pol_ops->redue) p->pol_ops->redue(p->pol, due_of, p);
@@ -413,7 +424,12 @@ void _mt_prefetch_begin(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n
     r->last_use = pf->launches;
     if (r->kind == REG_SMALL) continue; /* always resident: nothing to prefetch */
     spent_update(p, r);
-    if (pf->lead != NULL && r->ndevice < r->nchunks && fetched_late(r)) _mt_lead_late(pf->lead, r->key);
+    if (r->ndevice < r->nchunks && fetched_late(r)) {
+      if (pf->lead != NULL) _mt_lead_late(pf->lead, r->key);
+      /* once the period is known: before it, every use of a region evicted
+       * once is late, and the first ones would fill the set */
+      if (pf->keep != NULL && pf->redue_period != 0) _mt_keep_late(pf->keep, r->key, r->size);
+    }
     pf->regs[m++] = (mt_pred_region_t){r->key, r->size};
   }
   pf->nregs = m;
@@ -425,6 +441,7 @@ uint64_t _mt_prefetch_due(mt_pager_t *p, mt_region_t *r) {
   if (r->due_clock != p->clock || r->due_clock == 0) {
     r->due = _mt_reuse_next(pf->reuse, r->key);
     r->due_clock = p->clock;
+    if (_mt_keep_has(pf->keep, r->key)) r->due = _mt_keep_due(p->clock, r->due); /* came late: weighs more */
   }
   return r->due;
 }
