@@ -20,7 +20,18 @@
  *
  * lru_keeps_its_order: the same loop with MT_POLICY=lru, which has no
  * dues: T also goes in phase B (the coldest), but R0, R1 and N still take
- * turns (the baseline is untouched by the change). */
+ * turns (the baseline is untouched by the change).
+ *
+ * a_late_region_is_filed_nearer (predictor/keep.h): eight chunks of
+ * budget, an 80-launch loop of eight filler regions in turn and a region L
+ * used by the last four launches. L is evicted after its use (the
+ * farthest) and fetched on demand at the end of each iteration. The
+ * second iteration's demand fetch, with the period known, keeps it: from
+ * then on its next use counts a quarter as far (MT_KEEP_DIV; none in the
+ * first iteration, with no period yet).
+ * a_region_on_time_is_not: the same loop on nine chunks, room for all: L
+ * is never fetched, and its next use counts as it is. */
+#include "keep.h"
 #include "vpager.h"
 
 #define P 80
@@ -87,4 +98,41 @@ Test(redue_pager, a_first_iteration_chunk_gets_its_due) {
 
 Test(redue_pager, lru_keeps_its_order) {
   loop("lru");
+}
+
+/* L's due, less the clock, after each of four iterations of the loop
+ * below on a budget of `chunks` chunks. */
+static void late_loop(size_t chunks, uint64_t ahead[4]) {
+  mt_pager_config_t pc = {.budget = chunks * 2 * MiB, .host_budget = 64 * MiB, .chunk = 2 * MiB, .small_limit = 4096,
+                          .policy = "nextuse", .predictor = "none", .handoff = 2};
+  mt_device_t *d;
+  mt_pager_t *p = vp_start(&pc, &d);
+  uintptr_t f[8], l;
+  for (int i = 0; i < 8; i++) cr_assert_eq(_mt_alloc(2 * MiB, &f[i]), 0);
+  cr_assert_eq(_mt_alloc(2 * MiB, &l), 0);
+  for (int it = 0; it < 4; it++) {
+    for (uint64_t i = 0; i < P; i++) launch(p, d, i < P - 4 ? f[i % 8] : l, 2000 + i);
+    pthread_mutex_lock(&p->lock);
+    uint64_t due = _mt_prefetch_due(p, _mt_region_of(p, l));
+    ahead[it] = due > p->clock ? due - p->clock : 0;
+    pthread_mutex_unlock(&p->lock);
+  }
+  vp_stop(p);
+}
+
+Test(redue_pager, a_late_region_is_filed_nearer) {
+  uint64_t ahead[4];
+  late_loop(8, ahead);
+  cr_assert_eq(ahead[0], 0, "first iteration: no period, no due");
+  for (int it = 1; it < 4; it++)
+    cr_assert_eq(ahead[it], (P - 3) / MT_KEEP_DIV, "iteration %d: L came late, kept: a quarter as far (%lu)", it,
+                 (unsigned long)ahead[it]);
+}
+
+Test(redue_pager, a_region_on_time_is_not) {
+  uint64_t ahead[4];
+  late_loop(9, ahead); /* room for all: L is never fetched */
+  for (int it = 1; it < 4; it++)
+    cr_assert_eq(ahead[it], P - 3, "iteration %d: L stayed, next used a period after its first use (%lu)", it,
+                 (unsigned long)ahead[it]);
 }
