@@ -59,6 +59,13 @@
  * predictor for depth + MT_PREFETCH_LEAD launches; beyond depth only
  * regions whose lead reaches that far join the window.
  *
+ * Next-use estimates for eviction (_mt_prefetch_due, predictor/reuse.h)
+ * also live here, with the keys: when the period is learned or changes,
+ * the chunks the policies filed without an estimate are asked again
+ * (redue); and a key late once the period is known is kept
+ * (predictor/keep.h): its due counts nearer, so it is evicted after
+ * regions that arrive on time.
+ *
  * Counters: prefetches (chunks fetched ahead), prefetch_used (of those,
  * touched by a launch or copy before leaving the GPU), prefetch_late
  * (uses whose stream had to wait for the prefetch copy).
