@@ -114,7 +114,8 @@ typedef enum mt_opt_type {
   X(POLICY, CHOICE, "nextuse", 0, 0, "nextuse|lru", "",                            \
     "eviction policy; lru = least recently used; nextuse = clean chunks before dirty "  \
     "ones, dead data last, each farthest expected next use first, learned from the "  \
-    "launch stream's period (policy/nextuse.c)")                                     \
+    "launch stream's period; a region fetched late counts nearer (policy/nextuse.c, " \
+    "predictor/keep.c)")                                                             \
   X(SPILL_POLICY, CHOICE, "auto", 0, 0, "auto|lru|nextuse", "",                   \
     "with an NVMe tier: the order in which host chunks spill to NVMe (hosttier.c); " \
     "auto = lru while the NVMe read-ahead runs (a predictor and MT_READAHEAD_DEPTH > 0), " \
