@@ -416,6 +416,10 @@ void _mt_prefetch_begin(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n
     if (p->nv != NULL && p->hpol_ops->advance) p->hpol_ops->advance(p->nv->hpol, p->clock, period);
     if (period != pf->redue_period) redue(p, period);
   }
+  /* late uses join the keep once the period is known: before it, every use
+   * of a region evicted once is late, and the first ones would fill the set;
+   * without the lead or the keep no footprint's chunks are walked for it */
+  const bool keep = pf->keep != NULL && pf->redue_period != 0;
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {
     mt_region_t *r = rs[i];
@@ -431,11 +435,9 @@ void _mt_prefetch_begin(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n
     r->last_use = pf->launches;
     if (r->kind == REG_SMALL) continue; /* always resident: nothing to prefetch */
     spent_update(p, r);
-    if (r->ndevice < r->nchunks && fetched_late(r)) {
+    if ((pf->lead != NULL || keep) && r->ndevice < r->nchunks && fetched_late(r)) {
       if (pf->lead != NULL) _mt_lead_late(pf->lead, r->key);
-      /* once the period is known: before it, every use of a region evicted
-       * once is late, and the first ones would fill the set */
-      if (pf->keep != NULL && pf->redue_period != 0) _mt_keep_late(pf->keep, r->key, r->size);
+      if (keep) _mt_keep_late(pf->keep, r->key, r->size);
     }
     pf->regs[m++] = (mt_pred_region_t){r->key, r->size};
   }
