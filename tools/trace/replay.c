@@ -90,8 +90,6 @@ static uint64_t iter_end(const replay_t *r, uint64_t i) {
   return i + 1 < r->iterations && r->iter_start ? r->iter_start[i + 1] : r->stream0_end;
 }
 
-/* Iteration i's GPU idle seconds (host: the part waiting for the host),
- * from the counters when it began to when the next began or the end (t). */
 /* MT_HANDOFF=auto's measured choice (handoff.c): NULL where it does not
  * time, else timing, irregular (on, untimed), on or off; the last two
  * have both windows' times. */
@@ -103,6 +101,8 @@ static const char *trial_state(const mt_pager_t *p) {
   return tr->pick == MT_TRIAL_A ? "on" : "off";
 }
 
+/* Iteration i's GPU idle seconds (host: the part waiting for the host),
+ * from the counters when it began to when the next began or the end (t). */
 static double iter_idle_s(const replay_t *r, const mt_vdev_totals_t *t, uint64_t i, bool host) {
   const uint64_t *at = host ? r->iter_idle_host : r->iter_idle;
   uint64_t end = i + 1 < r->iterations ? at[i + 1] : host ? t->gpu_idle_host_ns : t->gpu_idle_ns;
