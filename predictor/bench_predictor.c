@@ -7,7 +7,9 @@
  * per launch. Prints the median over iterations of ns per launch, the
  * prediction hit rate and the table bytes. Not a timed test: run it by hand
  *   build/predictor/bench_predictor [iterations [launches-per-iteration [entries [predictor]]]]
- * (entries: table capacity, default 4 x launches-per-iteration; predictor:
+ * (entries: table capacity, default 4 x launches-per-iteration, with room
+ * for 16 regions a launch; or, with a K/M/G suffix, a bound on the
+ * predictor's memory as MT_PREDICTOR_MEM sets it, e.g. 64M; predictor:
  * correlation, the default, or context).
  * For instructions per launch independent of machine load, run it under
  * callgrind at two iteration counts and divide the difference in Ir by the
@@ -63,8 +65,17 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_predictor: predictor must be correlation or context\n");
     return 2;
   }
-  size_t cap = argc > 3 ? (size_t)atol(argv[3]) : 4 * per;
+  char *end = "";
+  size_t cap = argc > 3 ? (size_t)strtoull(argv[3], &end, 10) : 4 * per;
   mt_predictor_config_t cfg = {.capacity = cap, .footprint_regions = 16 * per};
+  if (*end != '\0') {
+    int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : -1;
+    if (shift < 0 || end[1] != '\0' || cap == 0) {
+      fprintf(stderr, "bench_predictor: entries '%s' is neither a count nor a size (K, M or G)\n", argv[3]);
+      return 2;
+    }
+    cfg = (mt_predictor_config_t){.max_bytes = cap << shift};
+  }
   mt_predictor_t *p = ops->create(&cfg);
   if (p == NULL) return 1;
   mt_pred_launch_t out[DEPTH];

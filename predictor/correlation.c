@@ -354,11 +354,34 @@ static bool extend(const mt_predictor_t *p, walk_t *w, uint32_t want) {
   return w->n > 0;
 }
 
+static size_t pow2_at_most(size_t n) {
+  size_t p = 1;
+  while (p <= n / 2) p <<= 1;
+  return p;
+}
+
+/* A memory bound: a third to the table (two entries a launch), the rest to
+   the footprints (a launch of six regions takes seven slots), each the
+   largest power of two that fits. 32 MiB: 262,144 entries (8 MiB) and
+   1,048,576 region slots (16 MiB), room for some 100,000 launches an
+   iteration. */
+static void size_for(size_t bytes, size_t *cap, size_t *rs) {
+  if (bytes < MT_PREDICTOR_MEM_MIN) bytes = MT_PREDICTOR_MEM_MIN;
+  bytes -= sizeof(mt_predictor_t);
+  *cap = pow2_at_most(bytes / 3 / sizeof(entry_t));
+  *rs = pow2_at_most((bytes - *cap * sizeof(entry_t)) / sizeof(mt_pred_region_t));
+}
+
 static mt_predictor_t *create(const mt_predictor_config_t *cfg, bool context) {
-  size_t cap = cfg && cfg->capacity ? cfg->capacity : DEFAULT_CAPACITY;
-  cap = pow2_at_least(cap < PROBE ? PROBE : cap);
-  size_t rs = cfg && cfg->footprint_regions ? cfg->footprint_regions : 4 * cap;
-  rs = pow2_at_least(rs < 64 ? 64 : rs);
+  size_t cap, rs;
+  if (cfg && cfg->max_bytes) {
+    size_for(cfg->max_bytes, &cap, &rs);
+  } else {
+    cap = cfg && cfg->capacity ? cfg->capacity : DEFAULT_CAPACITY;
+    cap = pow2_at_least(cap < PROBE ? PROBE : cap);
+    rs = cfg && cfg->footprint_regions ? cfg->footprint_regions : 4 * cap;
+    rs = pow2_at_least(rs < 64 ? 64 : rs);
+  }
   if (rs > ((size_t)1 << 31)) rs = (size_t)1 << 31;
   mt_predictor_t *p = calloc(1, sizeof(*p));
   if (p == NULL) return NULL;

@@ -52,7 +52,15 @@ typedef struct mt_predictor_config {
                                entry; cold entries are evicted. */
   size_t footprint_regions; /* regions kept across all footprints (rounded
                                up to a power of two); 0 = 4 * capacity */
+  size_t max_bytes;         /* nonzero: a bound on the predictor's memory
+                               (tables and footprints) instead; it sizes
+                               them itself to fit (MT_PREDICTOR_MEM; at
+                               least MT_PREDICTOR_MEM_MIN) */
 } mt_predictor_config_t;
+
+/* MT_PREDICTOR_MEM's default (the options table says "32M") and least value. */
+#define MT_PREDICTOR_MEM_DEFAULT ((size_t)32 << 20)
+#define MT_PREDICTOR_MEM_MIN ((size_t)64 << 10)
 
 typedef struct mt_predictor_stats {
   uint64_t observed;   /* launches observed */

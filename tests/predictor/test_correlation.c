@@ -307,6 +307,49 @@ Test(predictor, sizing_for_a_million_launches) {
   ops->destroy(p);
 }
 
+/* A memory bound (MT_PREDICTOR_MEM) sizes the table and the footprints to
+   fit, using at least half of it; below the least it is raised to it. A
+   loop of 2,000 launches fits in 1 MiB and is named in full from its second
+   iteration; in 64 KiB (512 entries) it is not, and the table evicts. */
+Test(predictor, a_memory_bound_sizes_the_tables) {
+  const mt_predictor_ops_t *ops = C();
+  mt_predictor_stats_t st;
+  const size_t bounds[] = {MT_PREDICTOR_MEM_MIN, (size_t)1 << 20, MT_PREDICTOR_MEM_DEFAULT, (size_t)64 << 20};
+  for (size_t b = 0; b < 4; b++) {
+    mt_predictor_t *p = ops->create(&(mt_predictor_config_t){.max_bytes = bounds[b]});
+    cr_assert_not_null(p);
+    ops->stats(p, &st);
+    cr_assert_leq(st.table_bytes, bounds[b], "within %zu: %zu", bounds[b], st.table_bytes);
+    cr_assert_geq(st.table_bytes, bounds[b] / 2, "at least half of %zu: %zu", bounds[b], st.table_bytes);
+    ops->destroy(p);
+  }
+  mt_predictor_t *p = ops->create(&(mt_predictor_config_t){.max_bytes = 1000});
+  ops->stats(p, &st);
+  size_t least = st.table_bytes;
+  ops->destroy(p);
+  p = ops->create(&(mt_predictor_config_t){.max_bytes = MT_PREDICTOR_MEM_MIN});
+  ops->stats(p, &st);
+  cr_assert_eq(least, st.table_bytes, "below the least: the least");
+  ops->destroy(p);
+  uint64_t loop[2000];
+  for (size_t i = 0; i < 2000; i++) loop[i] = 0x5000 + i;
+  const size_t mem[] = {(size_t)1 << 20, MT_PREDICTOR_MEM_MIN};
+  for (int m = 0; m < 2; m++) {
+    p = ops->create(&(mt_predictor_config_t){.max_bytes = mem[m]});
+    size_t hits = 0;
+    for (int it = 0; it < 3; it++) hits = feed(ops, p, loop, 2000);
+    ops->stats(p, &st);
+    if (m == 0) {
+      cr_assert_geq(hits, 1998, "1 MiB: the loop named in full (%zu of 2000)", hits);
+      cr_assert_lt(st.evictions, 100, "a few full neighbourhoods (PROBE) at most: %llu", (unsigned long long)st.evictions);
+    } else {
+      cr_assert_lt(hits, 1000, "64 KiB: the loop does not fit (%zu of 2000)", hits);
+      cr_assert_gt(st.evictions, 2000);
+    }
+    ops->destroy(p);
+  }
+}
+
 /* The cached walk (depth <= 64) and a full walk (depth 65, never cached)
    agree at every launch of a stream that learns, diverges, relearns and
    evicts. */
