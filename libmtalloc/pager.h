@@ -42,6 +42,7 @@ typedef struct mt_pager_config {
   const struct _mt_nvme_cfg *nvme; /* the NVMe tier (MT_OFFLOAD_DIR...); NULL: none */
   const char *predictor; /* MT_PREDICTOR; NULL = none */
   unsigned prefetch_depth; /* MT_PREFETCH_DEPTH */
+  size_t predictor_mem; /* MT_PREDICTOR_MEM; 0 (unset): MT_PREDICTOR_MEM_DEFAULT */
   int handoff;          /* MT_HANDOFF: 0 auto, 1 on, 2 off */
   unsigned readahead_depth; /* MT_READAHEAD_DEPTH */
   unsigned prefetch_lead; /* MT_PREFETCH_LEAD; 0 (unset): no timeliness feedback */

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "pager_internal.h"
+#include "predictor.h"
 #include "trace.h"
 #include "trace_io.h"
 
@@ -110,6 +111,7 @@ int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **
   p->ra_depth = cfg->readahead_depth;
   p->handoff_fill = readahead_on(cfg);
   p->pf_lead = cfg->prefetch_lead;
+  p->pf_mem = cfg->predictor_mem ? cfg->predictor_mem : MT_PREDICTOR_MEM_DEFAULT;
   p->pf_pace = cfg->prefetch_pace;
   p->wb_horizon = cfg->writebehind_horizon; /* before _mt_prefetch_open, which reads it */
   p->runahead = cfg->runahead < MT_RUNAHEAD_MAX ? cfg->runahead : MT_RUNAHEAD_MAX;
@@ -148,6 +150,7 @@ static void pager_init(void) {
     .spill_policy = _mt_opt_str(MT_OPT_SPILL_POLICY),
     .predictor = _mt_opt_str(MT_OPT_PREDICTOR),
     .prefetch_depth = (unsigned)_mt_opt_int(MT_OPT_PREFETCH_DEPTH),
+    .predictor_mem = (size_t)_mt_opt_int(MT_OPT_PREDICTOR_MEM),
     .readahead_depth = (unsigned)_mt_opt_int(MT_OPT_READAHEAD_DEPTH),
     .prefetch_lead = (unsigned)_mt_opt_int(MT_OPT_PREFETCH_LEAD),
     .runahead = (unsigned)_mt_opt_int(MT_OPT_RUNAHEAD),
@@ -156,6 +159,11 @@ static void pager_init(void) {
     .host_map = _mt_opt_int(MT_OPT_HOST_MAP) == 0,
     .handoff = (int)_mt_opt_int(MT_OPT_HANDOFF),
   };
+  if (cfg.predictor_mem < MT_PREDICTOR_MEM_MIN) {
+    mt_warn("MT_PREDICTOR_MEM=%zu is below %zu bytes, the least the predictor works in: using %zu",
+            cfg.predictor_mem, MT_PREDICTOR_MEM_MIN, MT_PREDICTOR_MEM_MIN);
+    cfg.predictor_mem = MT_PREDICTOR_MEM_MIN;
+  }
   mt_pager_t *p;
   int rc = _mt_pager_create(d, &cfg, &p);
   if (rc < 0) {

@@ -91,6 +91,7 @@
 #define LEAD_KEYS 4096      /* region keys with a lead, at most (predictor/lead.h) */
 #define KEEP_KEYS 4096      /* region keys kept because they came late, at most (predictor/keep.h) */
 #define KEEP_SHARE 4        /* ... holding at most this share of the GPU budget */
+#define PRED_WINDOW 65536   /* launches over which the predictor's evictions are judged */
 
 typedef struct kslot {
   uint64_t key;
@@ -116,6 +117,10 @@ struct mt_prefetch {
   mt_reuse_t *reuse;         /* next-use estimates, when the policy reads them */
   mt_lead_t *lead;           /* timeliness feedback; NULL: none (MT_PREFETCH_LEAD=0) */
   unsigned walk;             /* launches asked of the predictor: depth + the largest lead */
+  uint64_t pred_evictions;   /* the predictor's table evictions counted so far (stats) */
+  uint64_t pred_window_ev;   /* ... at the start of the current PRED_WINDOW */
+  uint64_t pred_observed;    /* launches observed */
+  bool pred_warned;          /* the table-full warning was given */
   mt_demand_t *demand;       /* write-behind's schedule; NULL: none (MT_WRITEBEHIND_HORIZON=0,
                               * or no next-use estimates to learn the period from) */
   uint64_t redue_period;     /* the period the policies' unknown dues were last asked again at */
@@ -134,7 +139,7 @@ int _mt_prefetch_open(mt_pager_t *p, const char *predictor, unsigned depth) {
   if (pf == NULL) return -ENOMEM;
   pf->ops = ops;
   pf->depth = prefetch ? depth : 0;
-  pf->pred = ops->create(NULL);
+  pf->pred = ops->create(&(mt_predictor_config_t){.max_bytes = p->pf_mem});
   pf->reuse = dues ? _mt_reuse_create() : NULL;
   pf->cap = 1024;
   pf->map = calloc(pf->cap, sizeof(*pf->map));
@@ -455,11 +460,35 @@ uint64_t _mt_prefetch_due(mt_pager_t *p, mt_region_t *r) {
   return r->due;
 }
 
+/* The predictor's hit and its table's evictions, counted; and once, a
+ * warning when the table keeps evicting: a loop of more launches than
+ * MT_PREDICTOR_MEM holds is predicted only in part, and nothing else would
+ * say why prefetching covers less. Judged over PRED_WINDOW launches: a
+ * loop that fits evicts nothing once learned; one that does not evicts
+ * about an entry for every launch. */
+static void pred_count(mt_pager_t *p, bool hit) {
+  mt_prefetch_t *pf = p->pf;
+  mt_predictor_stats_t st;
+  pf->ops->stats(pf->pred, &st);
+  mt_stat_add(predictor_hits, hit);
+  mt_stat_add(predictor_evictions, st.evictions - pf->pred_evictions);
+  pf->pred_evictions = st.evictions;
+  if (++pf->pred_observed % PRED_WINDOW != 0) return;
+  uint64_t ev = st.evictions - pf->pred_window_ev;
+  pf->pred_window_ev = st.evictions;
+  if (pf->pred_warned || ev < PRED_WINDOW / 8) return;
+  pf->pred_warned = true;
+  mt_warn("the predictor's table replaced %llu entries in the last %u launches: MT_PREDICTOR_MEM=%zu "
+          "holds fewer launches than the loop has, so prefetching covers less; raise it (its entry in "
+          "the options table says how much a launch takes)",
+          (unsigned long long)ev, PRED_WINDOW, p->pf_mem);
+}
+
 void _mt_prefetch_launch(mt_pager_t *p, mt_handle_t s) {
   mt_prefetch_t *pf = p->pf;
   uint64_t id = pf->id;
   if (id == 0 || pf->depth == 0) return; /* no identity (out of memory), or no prefetching */
-  pf->ops->observe(pf->pred, id, pf->regs, pf->nregs);
+  pred_count(p, pf->ops->observe(pf->pred, id, pf->regs, pf->nregs));
   if (_mt_capture_active(p)) return; /* no waits, queries or mapping changes now */
   size_t np = pf->ops->predict(pf->pred, pf->out, pf->walk);
   /* 1. the window: the regions the predicted launches use, each looked up

@@ -56,6 +56,8 @@
   X(prefetches)            \
   X(prefetch_used)         \
   X(prefetch_late)         \
+  X(predictor_hits)        \
+  X(predictor_evictions)   \
   X(readahead)             \
   X(readahead_used)        \
   X(readahead_late)        \

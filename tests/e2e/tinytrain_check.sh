@@ -12,6 +12,8 @@
 # kernel launch tinytrain made.
 # (e) as (c) with MT_PREDICTOR=correlation: the same lines bit for bit, and
 #     prefetches made and used.
+# (f) one step with MT_PREDICTOR_MEM=1K: runs, with one warning that the
+#     least (64K) is used.
 # With TINYTRAIN_NVME_DIR (a directory on a disk with O_DIRECT) also
 #   (d) MT_MAX_VRAM = footprint/8, MT_MAX_HOST = footprint/4 and
 #       MT_OFFLOAD_DIR=TINYTRAIN_NVME_DIR and MT_POLICY=lru (the other runs
@@ -212,6 +214,17 @@ if [ $? -eq 0 ]; then
     note "run (e): $pfs chunks prefetched, $used used, $(stat prefetch_late) uses waited for the copy;" \
       "fetches $(stat fetches)"
   fi
+fi
+
+# ---- (f): a bad MT_PREDICTOR_MEM: one warning, the least used, the run goes on --
+env LD_PRELOAD="$preload" MT_MAX_VRAM="$budget" MT_PREDICTOR_MEM=1K "$tt" --steps 1 >"$tmp/f.out" 2>"$tmp/f.err"
+rc_f=$?
+if [ $rc_f -ne 0 ]; then
+  fail "run (f): MT_PREDICTOR_MEM=1K exited $rc_f"
+elif [ "$(grep -c 'MT_PREDICTOR_MEM=1024 is below 65536 bytes, the least the predictor works in: using 65536' "$tmp/f.err")" -ne 1 ]; then
+  fail "run (f): MT_PREDICTOR_MEM=1K was not warned about once: $(head -c 600 "$tmp/f.err")"
+else
+  note "run (f): MT_PREDICTOR_MEM=1K: warned once, ran"
 fi
 
 # ---- (d): three tiers ----------------------------------------------------------

@@ -232,6 +232,20 @@ if pf.returncode == 0:
     check(q["iter_sim_s"][2] < s["iter_sim_s"][2],
           "the third iteration is faster with prefetching (%g < %g)" % (q["iter_sim_s"][2], s["iter_sim_s"][2]))
     check(s["coverage"] is None and s["prefetches"] == 0, "demand paging reports no prefetch (null coverage)")
+    # the predictor's own account: 3 iterations, the last two named in
+    # full; at the default MT_PREDICTOR_MEM nothing is evicted, and 64K
+    # (512 entries) still holds this 157-launch loop
+    check(q["predictor_mem"] == 32 << 20 and q["predictor_evictions"] == 0 and 0.6 < q["predictor_hit_rate"] <= 1,
+          "predictor: %s bytes, hit rate %s, %s evictions" % (q["predictor_mem"], q["predictor_hit_rate"],
+                                                              q["predictor_evictions"]))
+    check(s["predictor_hit_rate"] is None and s["predictor_evictions"] is None, "demand paging: no predictor account")
+    m64 = run("replay", trace, "--gpu-mem", "64M", "--host-mem", "1G", "--pcie-bw", "1G", "--predictor", "correlation",
+              "--policy", "lru", "--predictor-mem", "64K", "--json")
+    check(m64.returncode == 0 and json.loads(m64.stdout)["predictor_hit_rate"] == q["predictor_hit_rate"],
+          "--predictor-mem 64K holds a 157-launch loop: the same hit rate")
+    for bad in ["1K", "lots", "0"]:
+        e = run("replay", trace, "--predictor-mem", bad)
+        check(e.returncode == 2 and "--predictor-mem" in e.stderr, "--predictor-mem %s is refused: %s" % (bad, e.stderr.strip()))
     d0 = run("replay", trace, "--gpu-mem", "64M", "--host-mem", "1G", "--pcie-bw", "1G", "--predictor", "correlation",
              "--prefetch-depth", "0", "--json")
     check(d0.returncode == 0 and json.loads(d0.stdout)["prefetches"] == 0, "--prefetch-depth 0 prefetches nothing")

@@ -8,6 +8,7 @@
 
 #include "internal.h"
 #include "policy.h"
+#include "predictor.h"
 
 Test(parse, size_forms) {
   uint64_t v;
@@ -91,6 +92,7 @@ Test(options, defaults_without_env) {
   cr_assert_eq(_mt_opt_int(MT_OPT_MAX_VRAM), 0);
   cr_assert_eq(_mt_opt_int(MT_OPT_CHUNK), 2 << 20);
   cr_assert_eq(_mt_opt_int(MT_OPT_SMALL_REGION), 1 << 20);
+  cr_assert_eq(_mt_opt_int(MT_OPT_PREDICTOR_MEM), MT_PREDICTOR_MEM_DEFAULT, "the table's \"32M\" is predictor.h's");
   cr_assert_eq(_mt_opt_int(MT_OPT_VERBOSE), 1);
   cr_assert_eq(_mt_opt_int(MT_OPT_NUMA_NODE), -1);
   cr_assert_eq(_mt_opt_int(MT_OPT_STATS), 0);

@@ -135,6 +135,8 @@ static void usage(FILE *f) {
           "                        use while this one runs), context (the same, telling\n"
           "                        recomputed layers from first forwards) or none (demand\n"
           "                        fetching)\n"
+          "  --predictor-mem SIZE  memory for the predictor's tables (default 32M, as\n"
+          "                        MT_PREDICTOR_MEM; at least 64K)\n"
           "  --prefetch-depth N    predicted launches to prefetch for (default 8)\n"
           "  --prefetch-lead N     timeliness feedback: a region whose prefetch came late is\n"
           "                        prefetched up to N launches earlier next time (default 0,\n"
@@ -418,6 +420,7 @@ int mt_cmd_replay(int argc, char **argv) {
     {"spill-policy", required_argument, 0, 'Y'},
     {"predictor", required_argument, 0, 'P'}, {"iterations", required_argument, 0, 'i'},
     {"prefetch-depth", required_argument, 0, 'F'},
+    {"predictor-mem", required_argument, 0, 'K'},
     {"prefetch-lead", required_argument, 0, 'L'},
     {"runahead", required_argument, 0, 'Q'},
     {"writebehind-horizon", required_argument, 0, 'V'},
@@ -436,6 +439,7 @@ int mt_cmd_replay(int argc, char **argv) {
     {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
   };
   uint64_t gpu = 0, host = 0, chunk = 0, iters = UINT64_MAX, nvme_mem = 0, opt_mem = UINT64_MAX;
+  uint64_t pred_mem = MT_PREDICTOR_MEM_DEFAULT;
   double opt_rate = 10;
   int opt_comp = -1;          /* --state-compression: -1 the trace's, else 0 none, 1 8bit, 2 4bit */
   double h2d = 25e9, d2h = 25e9, nvme_rd = 3.2e9, nvme_wr = 3.2e9;
@@ -466,6 +470,12 @@ int mt_cmd_replay(int argc, char **argv) {
         break;
       }
       case 'S': bad = _mt_parse_size(optarg, &opt_mem); break;
+      case 'K':
+        if (_mt_parse_size(optarg, &pred_mem) != 0 || pred_mem < MT_PREDICTOR_MEM_MIN || pred_mem > SIZE_MAX / 2) {
+          fprintf(stderr, "mt-trace replay: --predictor-mem '%s' is not a size of at least 64K\n", optarg);
+          return 2;
+        }
+        break;
       case 'Z':
         opt_comp = strcmp(optarg, "none") == 0 ? 0 : strcmp(optarg, "8bit") == 0 ? 1 : strcmp(optarg, "4bit") == 0 ? 2 : -1;
         bad = opt_comp < 0;
@@ -598,6 +608,7 @@ int mt_cmd_replay(int argc, char **argv) {
                           .handoff = handoff,
                           .nvme = nvme_mem ? &nvc : NULL, .predictor = predictor,
                           .prefetch_depth = depth, .readahead_depth = ra_depth,
+                          .predictor_mem = (size_t)pred_mem,
                           .prefetch_lead = lead, .prefetch_pace = pace, .runahead = runahead,
                           .writebehind_horizon = wb_horizon};
   int rc = r.dev ? _mt_pager_create(r.dev, &pc, &r.p) : -ENOMEM;
@@ -811,6 +822,12 @@ done:
              (unsigned long long)pfs, (unsigned long long)mt_stat_get(write_behind),
              (unsigned long long)mt_stat_get(write_behind_used), cov, acc, tim, (double)t.stream_wait_ns / 1e9,
              wall, rss);
+      if (r.p->pf == NULL || strcmp(predictor, "none") == 0)
+        printf("\"predictor_mem\":%" PRIu64 ",\"predictor_hit_rate\":null,\"predictor_evictions\":null,", pred_mem);
+      else
+        printf("\"predictor_mem\":%" PRIu64 ",\"predictor_hit_rate\":%.4f,\"predictor_evictions\":%llu,", pred_mem,
+               r.launches ? (double)mt_stat_get(predictor_hits) / (double)r.launches : 0.0,
+               (unsigned long long)mt_stat_get(predictor_evictions));
       const char *ts = trial_state(r.p);
       if (ts == NULL)
         printf("\"handoff_trial\":null,\"handoff_trial_on_s\":null,\"handoff_trial_off_s\":null,");
@@ -905,8 +922,11 @@ done:
       if (r.p->pf == NULL)
         printf("  prefetch         n/a (no predictor)\n");
       else
-        printf("  prefetch         %llu chunks; coverage %s, accuracy %s, timeliness %s\n", (unsigned long long)pfs,
-               cov, acc, tim);
+        printf("  prefetch         %llu chunks; coverage %s, accuracy %s, timeliness %s; the predictor named "
+               "%.1f%% of launches, its table (%" PRIu64 " bytes at most) replaced %llu entries\n",
+               (unsigned long long)pfs, cov, acc, tim,
+               r.launches ? 100.0 * (double)mt_stat_get(predictor_hits) / (double)r.launches : 0.0, pred_mem,
+               (unsigned long long)mt_stat_get(predictor_evictions));
       for (uint64_t i = 0; i < niter_marked; i++) {
         double is = (double)(iter_end(&r, i) - r.iter_start[i]) / 1e9, ii = (double)r.iter_kernel[i] / 1e9;
         printf("  iteration %-4" PRIu64 " %10.3f s simulated, %10.3f s ideal, %5.1f %% of ideal; GPU idle %.3f s, "
