@@ -462,10 +462,11 @@ uint64_t _mt_prefetch_due(mt_pager_t *p, mt_region_t *r) {
 
 /* The predictor's hit and its table's evictions, counted; and once, a
  * warning when the table keeps evicting: a loop of more launches than
- * MT_PREDICTOR_MEM holds is predicted only in part, and nothing else would
- * say why prefetching covers less. Judged over PRED_WINDOW launches: a
- * loop that fits evicts nothing once learned; one that does not evicts
- * about an entry for every launch. */
+ * MT_PREDICTOR_MEM holds evicts its own entries before they come round
+ * again and is hardly predicted, and nothing else would say why
+ * prefetching stopped. Judged over PRED_WINDOW launches: a loop that fits
+ * evicts next to nothing once learned; one that does not evicts about an
+ * entry for every launch. */
 static void pred_count(mt_pager_t *p, bool hit) {
   mt_prefetch_t *pf = p->pf;
   mt_predictor_stats_t st;
