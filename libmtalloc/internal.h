@@ -128,8 +128,8 @@ typedef enum mt_opt_type {
   X(PREDICTOR_MEM, SIZE, "32M", 0, 0, "", "bytes",                               \
     "memory for the predictor's tables (each launch's successors and last footprint; about " \
     "250 bytes a launch of six regions, so 32M holds some 100,000 launches an iteration); " \
-    "a loop of more launches than it holds evicts its own entries and is hardly predicted (a " \
-    "warning says so); at least 64K") \
+    "a loop of more launches than it holds is predicted only in part (a warning says so); " \
+    "at least 64K") \
   X(PREFETCH_DEPTH, INT, "8", 0, 1024, "", "launches",                             \
     "how many predicted launches ahead to prefetch for; 0 = none")                 \
   X(PREFETCH_LEAD, INT, "0", 0, 255, "", "launches",                              \

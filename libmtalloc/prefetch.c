@@ -117,7 +117,7 @@ struct mt_prefetch {
   mt_reuse_t *reuse;         /* next-use estimates, when the policy reads them */
   mt_lead_t *lead;           /* timeliness feedback; NULL: none (MT_PREFETCH_LEAD=0) */
   unsigned walk;             /* launches asked of the predictor: depth + the largest lead */
-  uint64_t pred_evictions;   /* the predictor's table evictions counted so far (stats) */
+  uint64_t pred_evictions;   /* the predictor's keys without room (evicted or refused) so far */
   uint64_t pred_window_ev;   /* ... at the start of the current PRED_WINDOW */
   uint64_t pred_observed;    /* launches observed */
   bool pred_warned;          /* the table-full warning was given */
@@ -460,26 +460,27 @@ uint64_t _mt_prefetch_due(mt_pager_t *p, mt_region_t *r) {
   return r->due;
 }
 
-/* The predictor's hit and its table's evictions, counted; and once, a
- * warning when the table keeps evicting: a loop of more launches than
- * MT_PREDICTOR_MEM holds evicts its own entries before they come round
- * again and is hardly predicted, and nothing else would say why
- * prefetching stopped. Judged over PRED_WINDOW launches: a loop that fits
- * evicts next to nothing once learned; one that does not evicts about an
- * entry for every launch. */
+/* The predictor's hits and the keys its table had no room for, counted;
+ * and once, a warning when the table keeps overflowing: a loop of more
+ * launches than MT_PREDICTOR_MEM holds is predicted only in part (the
+ * table keeps a fixed share of it: correlation.c, "Loops too long"), and
+ * nothing else would say why prefetching covers less. Judged over
+ * PRED_WINDOW launches: a loop that fits finds room for next to every key
+ * once learned; one that does not, for few. */
 static void pred_count(mt_pager_t *p, bool hit) {
   mt_prefetch_t *pf = p->pf;
   mt_predictor_stats_t st;
   pf->ops->stats(pf->pred, &st);
   mt_stat_add(predictor_hits, hit);
-  mt_stat_add(predictor_evictions, st.evictions - pf->pred_evictions);
-  pf->pred_evictions = st.evictions;
+  uint64_t full = st.evictions + st.refused; /* keys the table had no room for */
+  mt_stat_add(predictor_evictions, full - pf->pred_evictions);
+  pf->pred_evictions = full;
   if (++pf->pred_observed % PRED_WINDOW != 0) return;
-  uint64_t ev = st.evictions - pf->pred_window_ev;
-  pf->pred_window_ev = st.evictions;
+  uint64_t ev = full - pf->pred_window_ev;
+  pf->pred_window_ev = full;
   if (pf->pred_warned || ev < PRED_WINDOW / 8) return;
   pf->pred_warned = true;
-  mt_warn("the predictor's table replaced %llu entries in the last %u launches: MT_PREDICTOR_MEM=%zu "
+  mt_warn("the predictor's table had no room for %llu entries in the last %u launches: MT_PREDICTOR_MEM=%zu "
           "holds fewer launches than the loop has, so prefetching covers less; raise it (its entry in "
           "the options table says how much a launch takes)",
           (unsigned long long)ev, PRED_WINDOW, p->pf_mem);

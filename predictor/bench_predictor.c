@@ -79,14 +79,19 @@ int main(int argc, char **argv) {
   mt_predictor_t *p = ops->create(&cfg);
   if (p == NULL) return 1;
   mt_pred_launch_t out[DEPTH];
-  uint64_t sink = 0;
+  uint64_t sink = 0, with_fp = 0, want = 0;
+  bool fp_next = false; /* the last prediction's first launch came with a footprint */
+  uint64_t next_id = 0;
   for (int it = 0; it < iters; it++) {
     double t0 = now_ns();
     for (size_t i = 0; i < per; i++) {
-      ops->observe(p, ids[i], &regs[i * 8], nreg[i]);
+      with_fp += ops->observe(p, ids[i], &regs[i * 8], nreg[i]) && next_id == ids[i] && fp_next;
       size_t n = ops->predict(p, out, DEPTH);
       sink += n ? out[n - 1].nregions : 0;
+      next_id = n ? out[0].id : 0;
+      fp_next = n && out[0].regions != NULL;
     }
+    want += it > 0 ? per : 0;
     ns[it] = (now_ns() - t0) / (double)per;
   }
   mt_predictor_stats_t st;
@@ -94,8 +99,11 @@ int main(int argc, char **argv) {
   qsort(ns, (size_t)iters, sizeof(*ns), cmp_double);
   printf("launches/iteration %zu, iterations %d, depth %d\n", per, iters, DEPTH);
   printf("median ns per observe+predict: %.1f (min %.1f, max %.1f)\n", ns[iters / 2], ns[0], ns[iters - 1]);
-  printf("hit rate %.4f, evictions %llu, table bytes %zu (%.2f MiB)\n",
-         st.observed ? (double)st.predicted / (double)st.observed : 0.0, (unsigned long long)st.evictions,
+  printf("hit rate %.4f (with the footprint: %.4f; of the iterations after the first: %.4f), evictions %llu, "
+         "table bytes %zu (%.2f MiB)\n",
+         st.observed ? (double)st.predicted / (double)st.observed : 0.0,
+         st.observed ? (double)with_fp / (double)st.observed : 0.0, want ? (double)with_fp / (double)want : 0.0,
+         (unsigned long long)st.evictions,
          st.table_bytes, (double)st.table_bytes / (1024.0 * 1024.0));
   if (sink == 42) puts("");
   ops->destroy(p);

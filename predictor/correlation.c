@@ -27,21 +27,48 @@
  * context. A predicted launch's confidence is the product of the steps that
  * lead to it, so it never rises along a walk.
  *
- * Memory: capacity entries (a power of two) of 32 bytes, plus a ring of
+ * Memory: capacity entries (a power of two) of 32 bytes, a ring of
  * footprint_regions * 16 bytes where footprints are appended when they
- * change. A stream of L distinct launches per iteration needs about 2L
- * entries (one launch entry, one pair entry each): 1,000,000 launches per
- * iteration fit in 2^21 entries = 64 MiB of table, but ~95% full, so the
- * clock evicts steadily (bench_predictor 6 1000000 2097152: hit rate 0.79
+ * change, and the door (capacity / 2 slots of 2 bytes: Loops too long);
+ * max_bytes (MT_PREDICTOR_MEM) splits a bound between them (size_for). A
+ * stream of L distinct launches per iteration needs about 2L entries (one
+ * launch entry, one pair entry each): 1,000,000 launches per iteration
+ * fit in 2^21 entries = 64 MiB of table, but ~95% full, so the clock
+ * evicts steadily (bench_predictor 6 1000000 2097152: hit rate 0.79
  * against 0.83 with 2^22 entries). Footprints come on top: (n + 1) * 16
  * bytes per launch of n regions, ~112 MB for a million launches of six
- * regions, so at that scale the ring wants a budget of its own or keys
- * without sizes. Lookups probe at most
+ * regions: 512M names such a loop in full. Lookups probe at most
  * PROBE (8) slots from the key's home; an insert that finds no free slot
  * there evicts with a clock: the first probed entry whose reference bit is
  * clear (each probed entry's bit is cleared on the way), so entries used
  * since the hand last passed survive. Nothing is ever deleted, only
  * replaced in place, so linear probing needs no tombstones.
+ *
+ * Loops too long. A loop of more launches than the table holds would, with
+ * the clock alone, evict each entry before its launch came round again
+ * (recency is no guide in a loop: every entry is as recent as the next
+ * once a lap) and be predicted not at all (0.1% of a million-launch loop
+ * in 64 MiB). So a window of `capacity` launches with more full
+ * neighbourhoods than one for every eight launches turns the table to
+ * overflowing for the next window, and clears every entry's reference
+ * bit (from then on it means: used in this window). There a key takes the
+ * place of the lowest-ranked entry of its PROBE slots not used in the
+ * window, and only if it ranks higher; else it is refused (no entry; its
+ * launch goes unpredicted). So the table settles on a fixed share of the
+ * loop, the highest-ranked, and predicts that share every lap (34-42% of
+ * that loop in 64 MiB). A rank (rank_of, 7 bits kept above the reference
+ * bit) belongs to the launch whose successor an entry predicts: the pair
+ * entry (prev, cur) and the launch entry of cur's successor, which holds
+ * that successor's footprint, share cur's rank, so what is kept is kept
+ * with its footprint. A refused key leaves a tag at the door (a 16-bit
+ * slot for every two entries: 8 bits of the key, 8 of the time) that no
+ * other key overwrites for half a window; refused again while it holds
+ * (a short loop that came after a long one, whose keys rank low and whose
+ * table is full of stale entries) it is let in, into an entry not used in
+ * the window. A refused launch entry is not asked for again as the
+ * previous launch's at the next observation (its own tag would let it
+ * in). Footprints are kept only for launches with an entry. A window that
+ * found room again turns the table back to the clock.
  *
  * Footprint ring: a footprint of n regions is a header slot {launch id, n}
  * followed by n region slots, contiguous (a footprint that would wrap round
@@ -93,6 +120,8 @@
 #define PAD_PRED 0x7f   /* launch entries: predecessor fingerprint, 1..127; 0 = none yet */
 #define PAD_MERGE 0x80  /* launch entries: a second predecessor was seen */
 #define PAD_BRANCHY 0x01 /* pair entries: the best successor changed once */
+#define REF_USED 0x01
+#define DOOR_TICKS 8    /* a tag at the door holds for this many 16ths of a window */
 #define CNT_MAX 7
 #define PROBE 8
 #define DEFAULT_CAPACITY 65536
@@ -101,7 +130,8 @@ typedef struct entry {
   uint64_t key;                  /* 0 = empty slot */
   uint64_t succ[MT_CORR_SUCC];   /* successor launch ids, most frequent first */
   uint8_t cnt[MT_CORR_SUCC];     /* recency-weighted counts, 0..CNT_MAX */
-  uint8_t ref;                   /* clock reference bit */
+  uint8_t ref;                   /* REF_USED: the clock's reference bit; above it, the
+                                    entry's rank (Loops too long) */
   uint8_t pad;                   /* PAD_* flags, by entry kind */
   uint32_t fp;                   /* launch entries: footprint header position;
                                     pair entries: the context of the last learn */
@@ -137,12 +167,17 @@ struct mt_predictor {
   uint32_t ctx;           /* the context at cur (see Context); 0 = none yet */
   uint64_t merge;         /* the last merge point observed (ctx's), 0 = none */
   bool context;           /* "context": merge points, contexts, branchy pairs */
-  size_t cur_slot;        /* cur's launch entry, if tab[cur_slot] still holds it */
+  size_t cur_slot;        /* cur's launch entry, if tab[cur_slot] still holds it; SIZE_MAX:
+                             none, or refused (Loops too long: not asked again at once) */
   uint64_t expected;      /* the walk's first step from (prev, cur), if has_expected */
   bool has_expected;
   uint64_t epoch;         /* bumped by every change a walk could see */
   walk_t walk;            /* the last walk, reused while epoch holds */
   mt_predictor_stats_t st;
+  uint64_t win_obs, win_full; /* this window's observations, and inserts that found no room */
+  uint16_t *door;         /* keys refused while overflowing, and when (Loops too long) */
+  size_t door_mask;
+  bool overflow;          /* the last window overflowed (Loops too long) */
 };
 
 static inline uint64_t nonzero(uint64_t k) {
@@ -193,28 +228,62 @@ static size_t find(const mt_predictor_t *p, uint64_t key) {
   return SIZE_MAX;
 }
 
-/* The slot holding key, inserting it (empty successors) if absent; may evict. */
-static size_t find_or_insert(mt_predictor_t *p, uint64_t key) {
+/* The rank, for a place in an overflowing table, of the entries that
+   predict the launch after `id` (Loops too long), 0..127. */
+static inline uint8_t rank_of(uint64_t id) {
+  return (uint8_t)(_mt_mix64(id ^ 0x72616e6bULL) >> 57);
+}
+
+static inline uint8_t rank(const entry_t *e) {
+  return (uint8_t)(e->ref >> 1);
+}
+
+/* The slot holding key, inserting it (empty successors) with rank r
+   (rank_of) if absent; may evict, or, while the table overflows, refuse
+   (SIZE_MAX). */
+static size_t find_or_insert(mt_predictor_t *p, uint64_t key, uint8_t r) {
   size_t home = (size_t)key & p->mask, i = home;
   for (int k = 0; k < PROBE; k++, i = (i + 1) & p->mask) {
     if (p->tab[i].key == key) {
-      p->tab[i].ref = 1;
+      p->tab[i].ref |= REF_USED;
       return i;
     }
     if (p->tab[i].key == 0) goto claim;
   }
-  /* Full neighbourhood: a clock over the PROBE slots. Two passes at most:
-     the first clears every bit it passes. */
-  i = home;
-  for (int k = 0; k < 2 * PROBE; k++, i = (i + 1) & p->mask) {
-    if (k == PROBE) i = home;
-    if (!p->tab[i].ref) break;
-    p->tab[i].ref = 0;
+  p->win_full++;
+  if (p->overflow) {
+    /* Loops too long: the lowest-ranked entry of the PROBE slots not used
+       in this window goes, for a key ranked higher, or for one refused not
+       long ago (its tag still at the door: a short loop after a long one). */
+    size_t low = SIZE_MAX;
+    for (int k = 0; k < PROBE; k++) {
+      size_t j = (home + (size_t)k) & p->mask;
+      if (!(p->tab[j].ref & REF_USED) && (low == SIZE_MAX || rank(&p->tab[j]) < rank(&p->tab[low]))) low = j;
+    }
+    uint16_t *d = &p->door[(size_t)(key >> 24) & p->door_mask];
+    const uint8_t now = (uint8_t)(p->st.observed / (p->mask / 16 + 1)), kb = (uint8_t)(key >> 56);
+    const bool recent = (uint8_t)(now - (uint8_t)*d) < DOOR_TICKS, known = recent && (*d >> 8) == kb;
+    if (low == SIZE_MAX || (r <= rank(&p->tab[low]) && !known)) {
+      if (!recent) *d = (uint16_t)(kb << 8 | now); /* a recent tag stays: its key comes first */
+      p->st.refused++;
+      return SIZE_MAX;
+    }
+    if (known) *d = (uint8_t)(now - DOOR_TICKS); /* used: expired */
+    i = low;
+  } else {
+    /* A clock over the PROBE slots. Two passes at most: the first clears
+       every bit it passes. */
+    i = home;
+    for (int k = 0; k < 2 * PROBE; k++, i = (i + 1) & p->mask) {
+      if (k == PROBE) i = home;
+      if (!(p->tab[i].ref & REF_USED)) break;
+      p->tab[i].ref &= (uint8_t)~REF_USED;
+    }
   }
   p->st.evictions++;
   p->epoch++;
 claim:
-  p->tab[i] = (entry_t){.key = key, .ref = 1, .fp = p->ring_head - p->ring_mask - 2}; /* no footprint */
+  p->tab[i] = (entry_t){.key = key, .ref = (uint8_t)(REF_USED | r << 1), .fp = p->ring_head - p->ring_mask - 2}; /* no footprint */
   return i;
 }
 
@@ -354,6 +423,11 @@ static bool extend(const mt_predictor_t *p, walk_t *w, uint32_t want) {
   return w->n > 0;
 }
 
+/* The door's slots for a table of cap entries: one for every two. */
+static size_t door_slots(size_t cap) {
+  return cap / 2 > 16 ? cap / 2 : 16;
+}
+
 static size_t pow2_at_most(size_t n) {
   size_t p = 1;
   while (p <= n / 2) p <<= 1;
@@ -369,7 +443,8 @@ static void size_for(size_t bytes, size_t *cap, size_t *rs) {
   if (bytes < MT_PREDICTOR_MEM_MIN) bytes = MT_PREDICTOR_MEM_MIN;
   bytes -= sizeof(mt_predictor_t);
   *cap = pow2_at_most(bytes / 3 / sizeof(entry_t));
-  *rs = pow2_at_most((bytes - *cap * sizeof(entry_t)) / sizeof(mt_pred_region_t));
+  *rs = pow2_at_most((bytes - *cap * sizeof(entry_t) - door_slots(*cap) * sizeof(uint16_t)) /
+                     sizeof(mt_pred_region_t));
 }
 
 static mt_predictor_t *create(const mt_predictor_config_t *cfg, bool context) {
@@ -387,17 +462,21 @@ static mt_predictor_t *create(const mt_predictor_config_t *cfg, bool context) {
   if (p == NULL) return NULL;
   p->tab = calloc(cap, sizeof(entry_t));
   p->ring = calloc(rs, sizeof(mt_pred_region_t));
-  if (p->tab == NULL || p->ring == NULL) {
+  p->door = calloc(door_slots(cap), sizeof(uint16_t));
+  if (p->tab == NULL || p->ring == NULL || p->door == NULL) {
     free(p->tab);
     free(p->ring);
+    free(p->door);
     free(p);
     return NULL;
   }
   p->mask = cap - 1;
+  p->door_mask = door_slots(cap) - 1;
   p->ring_mask = (uint32_t)(rs - 1);
   p->cur_slot = SIZE_MAX;
   p->context = context;
-  p->st.table_bytes = sizeof(*p) + cap * sizeof(entry_t) + rs * sizeof(mt_pred_region_t);
+  p->st.table_bytes = sizeof(*p) + cap * sizeof(entry_t) + rs * sizeof(mt_pred_region_t) +
+                      door_slots(cap) * sizeof(uint16_t);
   return p;
 }
 
@@ -413,13 +492,21 @@ static void corr_destroy(mt_predictor_t *p) {
   if (p == NULL) return;
   free(p->tab);
   free(p->ring);
+  free(p->door);
   free(p);
+}
+
+/* Slot i (SIZE_MAX: none, no room) learns that next followed. */
+static void learn_at(mt_predictor_t *p, size_t i, uint64_t next) {
+  if (i != SIZE_MAX) p->epoch += learn(&p->tab[i], next);
 }
 
 /* (prev, cur) was followed by id: the pair entry learns it and, once
    branchy, so does the context entry (Context above). */
 static void learn_pair(mt_predictor_t *p, uint64_t id) {
-  size_t i = find_or_insert(p, pair_key(p->prev, p->cur));
+  const uint8_t r = rank_of(p->cur); /* it predicts the launch after cur */
+  size_t i = find_or_insert(p, pair_key(p->prev, p->cur), r);
+  if (i == SIZE_MAX) return; /* no room (Loops too long) */
   entry_t *e = &p->tab[i];
   uint64_t top = e->succ[0];
   uint32_t top_ctx = e->fp; /* the context of its last learn */
@@ -443,24 +530,34 @@ static void learn_pair(mt_predictor_t *p, uint64_t id) {
     }
   }
   /* the inserts below may evict e itself: it is not touched again */
-  if (first && top_ctx != p->ctx) p->epoch += learn(&p->tab[find_or_insert(p, ctx_key(p->prev, p->cur, top_ctx))], top);
-  p->epoch += learn(&p->tab[find_or_insert(p, ctx_key(p->prev, p->cur, p->ctx))], id);
+  if (first && top_ctx != p->ctx) learn_at(p, find_or_insert(p, ctx_key(p->prev, p->cur, top_ctx), r), top);
+  learn_at(p, find_or_insert(p, ctx_key(p->prev, p->cur, p->ctx), r), id);
 }
 
 static bool corr_observe(mt_predictor_t *p, uint64_t id, const mt_pred_region_t *r, size_t n) {
   bool hit = p->has_expected && p->expected == id;
   p->st.observed++;
+  if (++p->win_obs > p->mask) { /* a window of `capacity` launches: did it overflow? */
+    p->overflow = p->win_full * 8 > p->win_obs;
+    p->win_obs = p->win_full = 0;
+    if (p->overflow) /* from now on, used means used in this window */
+      for (size_t j = 0; j <= p->mask; j++) p->tab[j].ref &= (uint8_t)~REF_USED;
+  }
   p->st.predicted += hit;
   if (p->st.observed > 1) {
     /* first order: cur -> id; the cached slot may have been evicted since */
     uint64_t ck = launch_key(p->cur);
-    size_t cs = p->cur_slot != SIZE_MAX && p->tab[p->cur_slot].key == ck ? p->cur_slot : find_or_insert(p, ck);
-    p->epoch += learn(&p->tab[cs], id);
+    size_t cs = p->cur_slot == SIZE_MAX            ? SIZE_MAX
+                : p->tab[p->cur_slot].key == ck ? p->cur_slot
+                                                : find_or_insert(p, ck, rank_of(p->prev));
+    learn_at(p, cs, id);
   }
   if (p->st.observed > 2) learn_pair(p, id);
-  size_t s = find_or_insert(p, launch_key(id));
-  store_footprint(p, s, id, r, n);
-  if (p->context && p->st.observed > 1) { /* a merge point: the context is who led here */
+  /* its footprint is wanted where the launch before it is predicted from:
+     the same rank as that launch's pair entry */
+  size_t s = find_or_insert(p, launch_key(id), rank_of(p->cur));
+  if (s != SIZE_MAX) store_footprint(p, s, id, r, n);
+  if (p->context && p->st.observed > 1 && s != SIZE_MAX) { /* a merge point: the context is who led here */
     entry_t *e = &p->tab[s];
     uint8_t f = pred_print(p->cur);
     if ((e->pad & PAD_PRED) == 0) e->pad |= f;

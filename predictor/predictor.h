@@ -66,6 +66,8 @@ typedef struct mt_predictor_stats {
   uint64_t observed;   /* launches observed */
   uint64_t predicted;  /* launches that were the predicted next one */
   uint64_t evictions;  /* table entries replaced by a newer key */
+  uint64_t refused;    /* keys given no entry: the table overflowed (a loop
+                          longer than it holds keeps the entries it has) */
   size_t table_bytes;  /* memory held by tables and footprints */
 } mt_predictor_stats_t;
 

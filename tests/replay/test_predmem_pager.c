@@ -6,9 +6,10 @@
  * 2 MiB regions (room for all: nothing pages), run 70 times: 70,000
  * launches, past one judging window (65,536).
  * a_loop_larger_than_the_table_is_reported: at 64 KiB (512 entries, two
- * a launch wanted) the table keeps evicting: the stats count it, the
- * predictor names few launches, and one warning, naming the option and
- * its value, says so.
+ * a launch wanted) the table keeps overflowing: the stats count the keys
+ * it had no room for, the predictor names part of the loop (the share the
+ * table keeps: predictor/correlation.c, Loops too long), and one warning,
+ * naming the option and its value, says so.
  * a_loop_that_fits_is_not: at the default (32 MiB) nothing is evicted,
  * every launch after the first iteration but a few is named, and nothing
  * is logged. */
@@ -56,8 +57,9 @@ Test(predmem_pager, a_loop_larger_than_the_table_is_reported) {
   uint64_t ev0 = mt_stat_get(predictor_evictions), hits0 = mt_stat_get(predictor_hits);
   int warnings = run_loop(64 << 10, log, sizeof log);
   uint64_t ev = mt_stat_get(predictor_evictions) - ev0, hits = mt_stat_get(predictor_hits) - hits0;
-  cr_assert_gt(ev, (uint64_t)LOOP * ITERS / 2, "the table keeps evicting: %llu", (unsigned long long)ev);
-  cr_assert_lt(hits, (uint64_t)LOOP * ITERS / 4, "few launches named: %llu", (unsigned long long)hits);
+  cr_assert_gt(ev, (uint64_t)LOOP * ITERS / 2, "the table keeps overflowing: %llu", (unsigned long long)ev);
+  cr_assert(hits > (uint64_t)LOOP * ITERS / 10 && hits < (uint64_t)LOOP * ITERS * 3 / 4,
+            "part of the loop named: %llu", (unsigned long long)hits);
   cr_assert_eq(warnings, 1, "one warning, once: %s", log);
   cr_assert_not_null(strstr(log, "MT_PREDICTOR_MEM=65536"), "it names the option and its value: %s", log);
 }
