@@ -238,10 +238,10 @@ static inline uint8_t rank(const entry_t *e) {
   return (uint8_t)(e->ref >> 1);
 }
 
-/* The slot holding key, inserting it (empty successors) with rank r
-   (rank_of) if absent; may evict, or, while the table overflows, refuse
-   (SIZE_MAX). */
-static size_t find_or_insert(mt_predictor_t *p, uint64_t key, uint8_t r) {
+/* The slot holding key, inserting it (empty successors) with the rank of
+   the launch `of` (rank_of: computed only then) if absent; may evict, or,
+   while the table overflows, refuse (SIZE_MAX). */
+static size_t find_or_insert(mt_predictor_t *p, uint64_t key, uint64_t of) {
   size_t home = (size_t)key & p->mask, i = home;
   for (int k = 0; k < PROBE; k++, i = (i + 1) & p->mask) {
     if (p->tab[i].key == key) {
@@ -263,7 +263,7 @@ static size_t find_or_insert(mt_predictor_t *p, uint64_t key, uint8_t r) {
     uint16_t *d = &p->door[(size_t)(key >> 24) & p->door_mask];
     const uint8_t now = (uint8_t)(p->st.observed / (p->mask / 16 + 1)), kb = (uint8_t)(key >> 56);
     const bool recent = (uint8_t)(now - (uint8_t)*d) < DOOR_TICKS, known = recent && (*d >> 8) == kb;
-    if (low == SIZE_MAX || (r <= rank(&p->tab[low]) && !known)) {
+    if (low == SIZE_MAX || (rank_of(of) <= rank(&p->tab[low]) && !known)) {
       if (!recent) *d = (uint16_t)(kb << 8 | now); /* a recent tag stays: its key comes first */
       p->st.refused++;
       return SIZE_MAX;
@@ -283,7 +283,7 @@ static size_t find_or_insert(mt_predictor_t *p, uint64_t key, uint8_t r) {
   p->st.evictions++;
   p->epoch++;
 claim:
-  p->tab[i] = (entry_t){.key = key, .ref = (uint8_t)(REF_USED | r << 1), .fp = p->ring_head - p->ring_mask - 2}; /* no footprint */
+  p->tab[i] = (entry_t){.key = key, .ref = (uint8_t)(REF_USED | rank_of(of) << 1), .fp = p->ring_head - p->ring_mask - 2}; /* no footprint */
   return i;
 }
 
@@ -504,8 +504,7 @@ static void learn_at(mt_predictor_t *p, size_t i, uint64_t next) {
 /* (prev, cur) was followed by id: the pair entry learns it and, once
    branchy, so does the context entry (Context above). */
 static void learn_pair(mt_predictor_t *p, uint64_t id) {
-  const uint8_t r = rank_of(p->cur); /* it predicts the launch after cur */
-  size_t i = find_or_insert(p, pair_key(p->prev, p->cur), r);
+  size_t i = find_or_insert(p, pair_key(p->prev, p->cur), p->cur); /* it predicts the launch after cur */
   if (i == SIZE_MAX) return; /* no room (Loops too long) */
   entry_t *e = &p->tab[i];
   uint64_t top = e->succ[0];
@@ -530,8 +529,8 @@ static void learn_pair(mt_predictor_t *p, uint64_t id) {
     }
   }
   /* the inserts below may evict e itself: it is not touched again */
-  if (first && top_ctx != p->ctx) learn_at(p, find_or_insert(p, ctx_key(p->prev, p->cur, top_ctx), r), top);
-  learn_at(p, find_or_insert(p, ctx_key(p->prev, p->cur, p->ctx), r), id);
+  if (first && top_ctx != p->ctx) learn_at(p, find_or_insert(p, ctx_key(p->prev, p->cur, top_ctx), p->cur), top);
+  learn_at(p, find_or_insert(p, ctx_key(p->prev, p->cur, p->ctx), p->cur), id);
 }
 
 static bool corr_observe(mt_predictor_t *p, uint64_t id, const mt_pred_region_t *r, size_t n) {
@@ -549,13 +548,13 @@ static bool corr_observe(mt_predictor_t *p, uint64_t id, const mt_pred_region_t 
     uint64_t ck = launch_key(p->cur);
     size_t cs = p->cur_slot == SIZE_MAX            ? SIZE_MAX
                 : p->tab[p->cur_slot].key == ck ? p->cur_slot
-                                                : find_or_insert(p, ck, rank_of(p->prev));
+                                                : find_or_insert(p, ck, p->prev);
     learn_at(p, cs, id);
   }
   if (p->st.observed > 2) learn_pair(p, id);
   /* its footprint is wanted where the launch before it is predicted from:
      the same rank as that launch's pair entry */
-  size_t s = find_or_insert(p, launch_key(id), rank_of(p->cur));
+  size_t s = find_or_insert(p, launch_key(id), p->cur);
   if (s != SIZE_MAX) store_footprint(p, s, id, r, n);
   if (p->context && p->st.observed > 1 && s != SIZE_MAX) { /* a merge point: the context is who led here */
     entry_t *e = &p->tab[s];
