@@ -434,11 +434,11 @@ static size_t pow2_at_most(size_t n) {
   return p;
 }
 
-/* A memory bound: a third to the table (two entries a launch), the rest to
-   the footprints (a launch of six regions takes seven slots), each the
-   largest power of two that fits. 32 MiB: 262,144 entries (8 MiB) and
-   1,048,576 region slots (16 MiB), room for some 100,000 launches an
-   iteration. */
+/* A memory bound: a third to the table (two entries a launch), its door
+   (a 32nd of the table's bytes), the rest to the footprints (a launch of
+   six regions takes seven slots), each the largest power of two that
+   fits. 32 MiB: 262,144 entries (8 MiB), 256 KiB of door and 1,048,576
+   region slots (16 MiB), room for some 100,000 launches an iteration. */
 static void size_for(size_t bytes, size_t *cap, size_t *rs) {
   if (bytes < MT_PREDICTOR_MEM_MIN) bytes = MT_PREDICTOR_MEM_MIN;
   bytes -= sizeof(mt_predictor_t);
