@@ -265,8 +265,8 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
          * that give paged memory back: a small region's slab stays, and
          * waiting for every freed region (the newest is the last work
          * queued) emptied the GPU's queue (BERT with the handoff on: one
-         * 1.0 s wait for a freed small region, README "Freed memory in
-         * stream order"). */
+         * 1.0 s wait for a freed small region, docs/eviction.md "Freed
+         * memory in stream order"). */
         reaped = true;
         _mt_reap_for(p, need);
         continue;
@@ -275,7 +275,7 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
        * look again. Waiting for the coldest chunk's last use instead can
        * wait for most of the queue: with the handoff on, ViT's GPU then
        * idled behind the evictions that followed (75.2% against 77.7% of
-       * ideal; README "Freed memory in stream order"). */
+       * ideal; docs/eviction.md "Freed memory in stream order"). */
       if (stuck && _mt_stream_step(p) == 1) {
         if (p->pending) _mt_reap_pending(p, false); /* freed regions the step finished */
         continue;

@@ -20,8 +20,8 @@
 
 /* The host tier's spill order (MT_SPILL_POLICY). auto: LRU while the
  * read-ahead runs (a predictor and MT_READAHEAD_DEPTH > 0), else the GPU's
- * policy. Measured on G10's traces (README, "Region keys and the spill
- * order"): with the read-ahead, SENet154 89.6% of ideal with LRU against
+ * policy. Measured on G10's traces (docs/prefetching.md, "Region keys and the
+ * spill order"): with the read-ahead, SENet154 89.6% of ideal with LRU against
  * 85.6% with nextuse (ResNet152 equal); demand-paged, ResNet152 75.8%
  * with nextuse against 73.0% with LRU, Inception 94.5 against 93.9%. */
 /* Whether the NVMe read-ahead runs (with an NVMe tier): a predictor and

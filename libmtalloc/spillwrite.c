@@ -87,7 +87,7 @@
  * the only writes (ResNet152 at G10's parameters: / 8 89.5%, / 16 89.8%,
  * / 4 88.5%, / 2 85.8% of ideal). Re-measured 2026-12-01, with copies
  * written ahead (SW_AHEAD_DIV) and make_room_ex's waits (the defaults,
- * writes aware; README, "Spill headroom"), at / 16, 64, 256, 1024:
+ * writes aware; docs/prefetching.md, "Spill headroom"), at / 16, 64, 256, 1024:
  *   Inception-v3, 2nd iteration: 95.84, 95.64, 95.77, 95.77% of ideal;
  *   SENet154: 93.17, 93.17, 93.23, 91.62%; ResNet152 95.35% at each;
  *   Inception-v3 with an eval pass every third iteration (robust_table.py),

@@ -100,9 +100,9 @@
  * pairs only: a stream without such branches costs nothing more.
  * It is not the default: predicted right, the read-ahead's window goes
  * as deep as asked through the recomputed layers, and where host memory
- * cannot hold it that costs more than the misses did (README, "The
- * predictor core": the 100B candidate at 256 GiB of host memory, and
- * SENet154); `mt-trace plan` replays its winner with it.
+ * cannot hold it that costs more than the misses did (docs/predictor.md:
+ * the 100B candidate at 256 GiB of host memory, and SENet154); `mt-trace
+ * plan` replays its winner with it.
  *
  * Divergence: the walk always starts from the last two observed launches,
  * so when the stream departs from the prediction the next predict() walks

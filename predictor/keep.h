@@ -20,9 +20,10 @@
  * kept (a kept region is on time, and dropping it would make it late
  * again); a changed period clears the set (another loop).
  *
- * Measured on G10's traces over six iterations (README, "Eviction keeps
- * what came late"): ResNet152 96.5 -> 98.1-98.3% of ideal from the third
- * iteration, SENet154 92.9 -> 94.3%, the others within 0.3 points.
+ * Measured on G10's traces over six iterations (docs/eviction.md,
+ * "Eviction keeps what came late"): ResNet152 96.5 -> 98.1-98.3% of ideal
+ * from the third iteration, SENet154 92.9 -> 94.3%, the others within 0.3
+ * points.
  *
  * Bounded memory: an open-addressed table of `capacity` keys; when it is
  * three-quarters full no key is added. Pure logic: no CUDA, no pager; one
