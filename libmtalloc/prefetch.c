@@ -471,9 +471,9 @@ static void pred_count(mt_pager_t *p, bool hit) {
   mt_prefetch_t *pf = p->pf;
   mt_predictor_stats_t st;
   pf->ops->stats(pf->pred, &st);
-  mt_stat_add(predictor_hits, hit);
+  if (hit) mt_stat_add(predictor_hits, 1); /* atomics: none when nothing changed */
   uint64_t full = st.evictions + st.refused; /* keys the table had no room for */
-  mt_stat_add(predictor_evictions, full - pf->pred_evictions);
+  if (full != pf->pred_evictions) mt_stat_add(predictor_evictions, full - pf->pred_evictions);
   pf->pred_evictions = full;
   if (++pf->pred_observed % PRED_WINDOW != 0) return;
   uint64_t ev = full - pf->pred_window_ev;

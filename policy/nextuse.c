@@ -34,8 +34,9 @@
  * needed soon goes before a dirty one needed late: the dirty one costs a
  * copy out now and the same fetch back later (G10, write-aware: ViT
  * 78.11 -> 83.3% of ideal, BERT 99.87 -> 100%; docs/eviction.md
- * "Eviction weighs the copy out"). A node's class is the caller's, set before insert and
- * touch, and recost() refiles a node whose class changed in between.
+ * "Eviction weighs the copy out"). A node's class is the caller's, set
+ * before insert and touch, and recost() refiles a node whose class changed
+ * in between.
  * Created not weighing (the host tier's spill order), every node is filed
  * in the cheap class's wheel, and victim_in() filters by cost as it walks.
  * Filing by class keeps every step O(1): finding the farthest cheap node

@@ -923,7 +923,7 @@ done:
         printf("  prefetch         n/a (no predictor)\n");
       else
         printf("  prefetch         %llu chunks; coverage %s, accuracy %s, timeliness %s; the predictor named "
-               "%.1f%% of launches, its table (%" PRIu64 " bytes at most) replaced %llu entries\n",
+               "%.1f%% of launches, its tables (%" PRIu64 " bytes at most) had no room for %llu keys\n",
                (unsigned long long)pfs, cov, acc, tim,
                r.launches ? 100.0 * (double)mt_stat_get(predictor_hits) / (double)r.launches : 0.0, pred_mem,
                (unsigned long long)mt_stat_get(predictor_evictions));
