@@ -10,13 +10,8 @@
 #include "keep.h"
 #include "mix.h"
 
-typedef struct kent {
-  uint64_t key; /* 0: empty */
-  uint64_t bytes;
-} kent_t;
-
 struct mt_keep {
-  kent_t *t;
+  uint64_t *t; /* keys; 0: empty */
   size_t cap, n;
   uint64_t cap_bytes, bytes;
 };
@@ -43,26 +38,25 @@ void _mt_keep_destroy(mt_keep_t *k) {
 }
 
 /* key's slot, or the empty slot where it would go */
-static kent_t *slot(const mt_keep_t *k, uint64_t key) {
+static uint64_t *slot(const mt_keep_t *k, uint64_t key) {
   size_t i = (size_t)_mt_mix64(key) & (k->cap - 1);
-  while (k->t[i].key != 0 && k->t[i].key != key) i = (i + 1) & (k->cap - 1);
+  while (k->t[i] != 0 && k->t[i] != key) i = (i + 1) & (k->cap - 1);
   return &k->t[i];
 }
 
 bool _mt_keep_late(mt_keep_t *k, uint64_t key, uint64_t bytes) {
   if (k == NULL || key == 0) return false;
-  kent_t *e = slot(k, key);
-  if (e->key == key) return true;
+  uint64_t *e = slot(k, key);
+  if (*e == key) return true;
   if (4 * (k->n + 1) > 3 * k->cap || bytes > k->cap_bytes - k->bytes) return false;
-  e->key = key;
-  e->bytes = bytes;
+  *e = key;
   k->n++;
   k->bytes += bytes;
   return true;
 }
 
 bool _mt_keep_has(const mt_keep_t *k, uint64_t key) {
-  return k != NULL && key != 0 && k->n > 0 && slot(k, key)->key == key;
+  return k != NULL && key != 0 && k->n > 0 && *slot(k, key) == key;
 }
 
 void _mt_keep_clear(mt_keep_t *k) {
