@@ -510,6 +510,7 @@ struct mt_pager {
   unsigned pf_lead;          /* MT_PREFETCH_LEAD: largest lead in launches (prefetch.c); 0: none */
   size_t pf_mem;             /* MT_PREDICTOR_MEM: the predictor's memory bound (prefetch.c) */
   bool pf_pace;              /* MT_PREFETCH_PACE: a prefetch starts only on an idle h2d link */
+  bool pf_nowait;            /* a prefetch never waits for queued launches (runahead.c) */
   struct mt_spillwrite *sw;  /* spillwrite.c; NULL: none yet (made at the first launch) */
   /* write-behind (writebehind.c): batches of copies that clean dirty chunks
    * ahead of their eviction, oldest first; ids grow, done_id: all up to it
@@ -807,6 +808,10 @@ static inline void _mt_wb_clear(mt_chunk_t *c) {
  * (p->op_si): records its event. */
 int _mt_runahead_wait(mt_pager_t *p);
 void _mt_runahead_record(mt_pager_t *p);
+/* A prefetch found no room free of queued launches: waits for the oldest
+ * queued launch while more than a quarter of MT_RUNAHEAD would stay queued.
+ * Whether one ended (room may be free now); false when it may not wait. */
+bool _mt_runahead_yield(mt_pager_t *p);
 
 /* Takes an event from the pool (or creates one); 0 on failure. */
 mt_handle_t _mt_event_get(mt_pager_t *p);

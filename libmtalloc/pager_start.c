@@ -115,6 +115,7 @@ int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **
   p->pf_pace = cfg->prefetch_pace;
   p->wb_horizon = cfg->writebehind_horizon; /* before _mt_prefetch_open, which reads it */
   p->runahead = cfg->runahead < MT_RUNAHEAD_MAX ? cfg->runahead : MT_RUNAHEAD_MAX;
+  p->pf_nowait = cfg->prefetch_nowait;
   if (rc == 0 && (rc = _mt_prefetch_open(p, cfg->predictor, cfg->prefetch_depth)) == -EINVAL) {
     mt_error("MT_PREDICTOR=\"%s\" is not a predictor; prefetching is off", cfg->predictor);
     rc = 0;

@@ -11,7 +11,9 @@
  *      the current operation's epoch, so nothing the prefetch evicts is
  *      something they need (eligible() in pager.c skips the epoch);
  *   2. room without waiting: evictions only of chunks no work in flight
- *      holds (_mt_make_room); when that fails, prefetching stops here;
+ *      holds (_mt_make_room); when that fails, the host waits for the
+ *      oldest queued launch and looks again, while enough stay queued
+ *      (runahead.c, "Waiting for room"), else prefetching stops here;
  *   3. the region's chunks in host memory or on NVMe are fetched by the
  *      pager's usual path (never-touched chunks stay untouched), and an
  *      event recorded after their copies is kept with the region.
@@ -309,9 +311,13 @@ static bool prefetch_region(mt_pager_t *p, mt_region_t *r, mt_handle_t s) {
    * the GPU runs dry behind it. The launch's own fetch waits, if it must. */
   if (r->nra > 0 && _mt_ra_reading(p, r)) return false;
   p->prefetching = true; /* no waits: not even for freed regions (pager.c) */
-  if (_mt_make_room(p, lack * p->chunk) < 0) {
+  while (_mt_make_room(p, lack * p->chunk) < 0) {
     p->prefetching = false;
-    return false;
+    /* No room free of queued launches: the host waits for the oldest and
+     * looks again (runahead.c, "Waiting for room"); not while NVMe reads
+     * ahead are in flight, where the drive binds, not the room. */
+    if (p->pf_nowait || _mt_ra_inflight(p) > 0 || !_mt_runahead_yield(p)) return false;
+    p->prefetching = true;
   }
   int rc = 0;
   bool any = false;

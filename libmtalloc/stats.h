@@ -56,6 +56,8 @@
   X(prefetches)            \
   X(prefetch_used)         \
   X(prefetch_late)         \
+  X(prefetch_waits)        \
+  X(prefetch_wait_ns)      \
   X(predictor_hits)        \
   X(predictor_evictions)   \
   X(readahead)             \

@@ -3,9 +3,12 @@
 parameters (write-aware), through mt-trace replay:
  - Inception-v3, two iterations: once the period is known the first
    iteration's chunks get an estimate (policy/nextuse.c, redue), so the
-   second iteration reaches G10's 97.7% of ideal and moves within 10% of the
-   Belady bound (it moved 1.11x and ran at 97.47% while they stayed on the
-   unknown list);
+   second iteration moves within 10% of the Belady bound (it moved 1.11x
+   and ran at 97.47% while they stayed on the unknown list); and a
+   prefetch that finds no room free of queued launches waits for the
+   oldest (runahead.c, "Waiting for room"), so the second iteration runs
+   at 98% of ideal or more (G10: 97.7%), over half a point faster than
+   with --prefetch-wait off (97.78%);
  - ResNet-152, four iterations: regions fetched late at the end of the
    second are kept on the device from the third (predictor/keep.h), which
    runs at least 98% of ideal and over a point faster than the second
@@ -50,7 +53,10 @@ def replay(model, iterations, *extra):
 
 inc = replay("Inceptionv3", 2)
 ratio = (inc["bytes_h2d"] + inc["bytes_d2h"]) / inc["belady_bytes"]
-check(inc["pct"][1] >= 97.7, "Inception, second iteration: at least G10's 97.7%% of ideal (%.2f%%)" % inc["pct"][1])
+check(inc["pct"][1] >= 98.0, "Inception, second iteration: at least 98%% of ideal, G10 97.7%% (%.2f%%)" % inc["pct"][1])
+nowait = replay("Inceptionv3", 2, "--prefetch-wait", "off", "--no-belady")
+check(inc["pct"][1] >= nowait["pct"][1] + 0.5, "Inception: the waits for room gain over half a point (%.2f%% against %.2f%%)"
+      % (inc["pct"][1], nowait["pct"][1]))
 check(1.0 <= ratio <= 1.10, "Inception: bytes within 10%% of the Belady bound, and not below it (%.3fx)" % ratio)
 
 if quick:

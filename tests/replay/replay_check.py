@@ -285,6 +285,7 @@ for args, what in [((trace, "--gpu-mem", "12Q"), "bad size"), ((trace, "--nvme-m
                    ((trace, "--pcie-bw", "-3"), "bad bandwidth"), (("/nonexistent",), "missing file"),
                    ((trace, "--gpu-mem", "1G", "--bogus"), "unknown option"),
                    ((trace, "--unmap-sync", "maybe"), "bad --unmap-sync"),
+                   ((trace, "--prefetch-wait", "1"), "bad --prefetch-wait"),
                    ((trace, "--writes", "some"), "bad --writes")]:
     r = run("replay", *args)
     check(r.returncode == 2 and r.stderr.strip() != "", what + ": exit 2 with a message")

@@ -143,6 +143,10 @@ static void usage(FILE *f) {
           "                        none, as MT_PREFETCH_LEAD)\n"
           "  --runahead N          while the handoff is on, at most N launches queued ahead\n"
           "                        of the GPU (default 24, as MT_RUNAHEAD; 0 = no bound)\n"
+          "  --prefetch-wait on|off  on (default, as the library): a prefetch that finds no\n"
+          "                        room free of queued launches waits for the oldest, while\n"
+          "                        over a quarter of --runahead stay queued (prefetch_waits);\n"
+          "                        off: it stops there\n"
           "  --writebehind-horizon N  with a predictor and --policy nextuse: before each launch,\n"
           "                        write-behind copies out what the evictions of the next N\n"
           "                        launches copied one iteration ago, less its copies not\n"
@@ -195,7 +199,8 @@ static void usage(FILE *f) {
           "pct_of_ideal (ideal/sim, %%), stall_s (sim - ideal), bytes_h2d, bytes_d2h,\n"
           "bytes_nvme_read, bytes_nvme_write, fetches, evictions_dirty, evictions_clean,\n"
           "unmap_waits (host waits that ordered an unmap after fetch copies), runahead_waits\n"
-          "(host waits that kept it MT_RUNAHEAD launches ahead of the GPU), handoff_trial\n"
+          "(host waits that kept it MT_RUNAHEAD launches ahead of the GPU), prefetch_waits (host\n"
+          "waits for a queued launch, to make room for a prefetch), handoff_trial\n"
           "(--handoff auto with next-use estimates: on or off as timed, \"timing\" before it\n"
           "decided, \"irregular\" when it kept it on because no period ran the same launches\n"
           "as the one before it, null where it does not time) with handoff_trial_on_s and _off_s (one\n"
@@ -425,6 +430,7 @@ int mt_cmd_replay(int argc, char **argv) {
     {"runahead", required_argument, 0, 'Q'},
     {"writebehind-horizon", required_argument, 0, 'V'},
     {"prefetch-pace", required_argument, 0, 'E'},
+    {"prefetch-wait", required_argument, 0, 'X'},
     {"readahead-depth", required_argument, 0, 'R'},
     {"chunk", required_argument, 0, 'c'},    {"json", no_argument, 0, 'j'},
     {"host-map", required_argument, 0, 'M'},
@@ -446,7 +452,7 @@ int mt_cmd_replay(int argc, char **argv) {
   const char *policy = "nextuse", *spill_policy = "auto", *predictor = "correlation";
   unsigned depth = 8, ra_depth = 1024, lead = 0, runahead = 24, wb_horizon = 256;
   bool json = false, no_belady = false, host_map = true, unmap_sync = true, writes_aware = false;
-  bool pace = true;
+  bool pace = true, pf_wait = true;
   int handoff = 0; /* auto */
   optind = 1;
   int c;
@@ -549,6 +555,11 @@ int mt_cmd_replay(int argc, char **argv) {
         else if (strcmp(optarg, "off") == 0) pace = false;
         else bad = 1;
         break;
+      case 'X':
+        if (strcmp(optarg, "on") == 0) pf_wait = true;
+        else if (strcmp(optarg, "off") == 0) pf_wait = false;
+        else bad = 1;
+        break;
       case 'U':
         if (strcmp(optarg, "on") == 0) unmap_sync = true;
         else if (strcmp(optarg, "off") == 0) unmap_sync = false;
@@ -610,6 +621,7 @@ int mt_cmd_replay(int argc, char **argv) {
                           .prefetch_depth = depth, .readahead_depth = ra_depth,
                           .predictor_mem = (size_t)pred_mem,
                           .prefetch_lead = lead, .prefetch_pace = pace, .runahead = runahead,
+                          .prefetch_nowait = !pf_wait,
                           .writebehind_horizon = wb_horizon};
   int rc = r.dev ? _mt_pager_create(r.dev, &pc, &r.p) : -ENOMEM;
   if (rc == 0 && nvme_mem && r.p->nv == NULL) rc = -ENOMEM; /* logged: the host budget is too small */
@@ -802,23 +814,23 @@ done:
     hostopt_totals(r.ho, &ht);
     if (json) {
       printf("{\"trace\":\"%s\",\"gpu_mem\":%" PRIu64 ",\"host_mem\":%" PRIu64 ",\"h2d_bw\":%.0f,\"d2h_bw\":%.0f,"
-             "\"policy\":\"%s\",\"spill_policy\":\"%s\",\"handoff\":\"%s\",\"predictor\":\"%s\",\"prefetch_depth\":%u,\"prefetch_lead\":%u,\"prefetch_pace\":%s,\"readahead_depth\":%u,\"runahead\":%u,\"writebehind_horizon\":%u,\"writes\":\"%s\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
+             "\"policy\":\"%s\",\"spill_policy\":\"%s\",\"handoff\":\"%s\",\"predictor\":\"%s\",\"prefetch_depth\":%u,\"prefetch_lead\":%u,\"prefetch_pace\":%s,\"prefetch_wait\":%s,\"readahead_depth\":%u,\"runahead\":%u,\"writebehind_horizon\":%u,\"writes\":\"%s\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
              "\"stall_s\":%.6f,\"bytes_h2d\":%" PRIu64 ",\"bytes_d2h\":%" PRIu64 ",\"nvme_mem\":%" PRIu64 ","
              "\"nvme_read_bw\":%.0f,\"nvme_write_bw\":%.0f,\"bytes_nvme_read\":%" PRIu64 ","
              "\"bytes_nvme_write\":%" PRIu64 ",\"nvme_spills\":%llu,\"nvme_loads\":%llu,\"nvme_drops\":%llu,\"fetches\":%llu,\"evictions_dirty\":%llu,\"evictions_clean\":%llu,"
-             "\"unmap_waits\":%llu,\"runahead_waits\":%llu,\"handoffs\":%llu,\"belady_bytes\":%s,\"belady_fetches\":%s,\"belady_writebacks\":%s,"
+             "\"unmap_waits\":%llu,\"runahead_waits\":%llu,\"prefetch_waits\":%llu,\"handoffs\":%llu,\"belady_bytes\":%s,\"belady_fetches\":%s,\"belady_writebacks\":%s,"
              "\"launches\":%" PRIu64 ",\"launches_host_mapped\":%" PRIu64 ",\"host_mapped_bytes\":%" PRIu64 ","
              "\"iterations\":%" PRIu64 ",\"prefetches\":%llu,\"write_behind\":%llu,\"write_behind_used\":%llu,\"coverage\":%s,\"accuracy\":%s,"
              "\"timeliness\":%s,\"stream_wait_s\":%.6f,\"replay_wall_s\":%.3f,\"replay_max_rss_bytes\":%" PRIu64 ",",
              path, (uint64_t)r.p->budget, (uint64_t)r.p->host_budget, h2d, d2h, policy, r.p->hpol_ops->name, handoff == 0 ? "auto" : handoff == 1 ? "on" : "off",
-             predictor, depth, lead, pace ? "true" : "false", ra_depth, runahead, wb_horizon,
+             predictor, depth, lead, pace ? "true" : "false", pf_wait ? "true" : "false", ra_depth, runahead, wb_horizon,
              writes_aware ? "aware" : "all", sim_s, ideal_s, pct,
              stall_s, t.bytes_h2d, t.bytes_d2h, nvme_mem, nvme_rd, nvme_wr, t.bytes_nvme_read, t.bytes_nvme_write,
              (unsigned long long)mt_stat_get(nvme_spills), (unsigned long long)mt_stat_get(nvme_loads),
              (unsigned long long)mt_stat_get(nvme_drops), (unsigned long long)mt_stat_get(fetches),
              (unsigned long long)mt_stat_get(evictions_dirty), (unsigned long long)mt_stat_get(evictions_clean),
              (unsigned long long)mt_stat_get(unmap_waits), (unsigned long long)mt_stat_get(runahead_waits),
-             (unsigned long long)mt_stat_get(handoffs), belj[0], belj[1], belj[2], r.launches, t.host_mapped_kernels, t.host_mapped_bytes, r.iterations,
+             (unsigned long long)mt_stat_get(prefetch_waits), (unsigned long long)mt_stat_get(handoffs), belj[0], belj[1], belj[2], r.launches, t.host_mapped_kernels, t.host_mapped_bytes, r.iterations,
              (unsigned long long)pfs, (unsigned long long)mt_stat_get(write_behind),
              (unsigned long long)mt_stat_get(write_behind_used), cov, acc, tim, (double)t.stream_wait_ns / 1e9,
              wall, rss);
