@@ -6,6 +6,8 @@
 # must print bit-identical `step N loss X` lines (and accuracy, launch
 # count, footprint) to tinytrain alone on the fake driver; the stats must
 # show prefetches made and used, and the fake's peak stays in the budget.
+# A second run forces the handoff on (the run-ahead ring, and prefetches
+# that wait for room) and must print the same results.
 # Timing is not asserted here: live_table.py measures it.
 #
 # Usage: tinytrain_live.sh TINYTRAIN LIBMTALLOC_SO FAKECUDA_DIR
@@ -48,8 +50,8 @@ run() {
   return $rc
 }
 value() { sed -n "s/^$2 \\([0-9][0-9]*\\)\$/\\1/p" "$tmp/$1.out" | head -n 1; }
-stat() {
-  grep '^mtalloc: stats {' "$tmp/live.err" | tail -n 1 |
+stat() { # stat NAME [RUN]
+  grep '^mtalloc: stats {' "$tmp/${2:-live}.err" | tail -n 1 |
     grep -o "\"$1\"[[:space:]]*:[[:space:]]*[0-9][0-9]*" | head -n 1 | sed 's/.*:[[:space:]]*//'
 }
 
@@ -84,6 +86,23 @@ if run live LD_PRELOAD="$prefix$lib" FAKECUDA_BW="$bw" FAKECUDA_JITTER_US="$jitt
       "write_behind $(stat write_behind), unmap_waits $(stat unmap_waits)"
   fi
   note "step times (s): $(awk '/^step_time/ {printf "%s ", $3}' "$tmp/live.err")"
+fi
+
+# The same with the handoff forced on: the run-ahead ring is kept, so a
+# prefetch that finds no room free of queued launches waits for the
+# oldest (runahead.c, "Waiting for room"). Whether it waits depends on the
+# fake's timing, so the count is reported, not asserted; the results must
+# not change.
+if run live_on LD_PRELOAD="$prefix$lib" FAKECUDA_BW="$bw" FAKECUDA_JITTER_US="$jitter" \
+  MT_MAX_VRAM="$budget" MT_PREDICTOR=correlation MT_HANDOFF=on MT_STATS=1; then
+  grep -v '^peak_device_bytes ' "$tmp/live_on.out" >"$tmp/live_on.same"
+  if cmp -s "$tmp/plain.same" "$tmp/live_on.same"; then
+    note "MT_HANDOFF=on: results identical to the plain run; prefetch_waits $(stat prefetch_waits live_on)," \
+      "runahead_waits $(stat runahead_waits live_on)"
+  else
+    fail "MT_HANDOFF=on printed different results from the plain run (diff plain live_on):"
+    diff "$tmp/plain.same" "$tmp/live_on.same" | head -n 20 | sed 's/^/    /'
+  fi
 fi
 
 if [ $failed -eq 0 ]; then note "ok"; else note "failed"; fi
