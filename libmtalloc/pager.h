@@ -48,8 +48,8 @@ typedef struct mt_pager_config {
   unsigned prefetch_lead; /* MT_PREFETCH_LEAD; 0 (unset): no timeliness feedback */
   bool prefetch_pace;   /* MT_PREFETCH_PACE; false (unset): prefetch whenever room allows */
   unsigned runahead;    /* MT_RUNAHEAD; 0 (unset): no bound on launches queued ahead */
-  bool prefetch_nowait; /* replay's --prefetch-wait off and tests: the host never waits for
-                         * queued launches to make room for a prefetch (runahead.c) */
+  bool prefetch_nowait; /* MT_PREFETCH_WAIT=off; false (unset): a prefetch may wait for
+                         * queued launches to make room (runahead.c) */
   unsigned writebehind_horizon; /* MT_WRITEBEHIND_HORIZON; 0 (unset): write-behind copies
                                  * the prefetch window's lack only, no schedule */
 } mt_pager_config_t;

@@ -510,7 +510,7 @@ struct mt_pager {
   unsigned pf_lead;          /* MT_PREFETCH_LEAD: largest lead in launches (prefetch.c); 0: none */
   size_t pf_mem;             /* MT_PREDICTOR_MEM: the predictor's memory bound (prefetch.c) */
   bool pf_pace;              /* MT_PREFETCH_PACE: a prefetch starts only on an idle h2d link */
-  bool pf_nowait;            /* a prefetch never waits for queued launches (runahead.c) */
+  bool pf_nowait;            /* MT_PREFETCH_WAIT=off: a prefetch never waits for queued launches */
   struct mt_spillwrite *sw;  /* spillwrite.c; NULL: none yet (made at the first launch) */
   /* write-behind (writebehind.c): batches of copies that clean dirty chunks
    * ahead of their eviction, oldest first; ids grow, done_id: all up to it

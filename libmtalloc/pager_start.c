@@ -157,6 +157,7 @@ static void pager_init(void) {
     .runahead = (unsigned)_mt_opt_int(MT_OPT_RUNAHEAD),
     .writebehind_horizon = (unsigned)_mt_opt_int(MT_OPT_WRITEBEHIND_HORIZON),
     .prefetch_pace = _mt_opt_int(MT_OPT_PREFETCH_PACE) != 0,
+    .prefetch_nowait = _mt_opt_int(MT_OPT_PREFETCH_WAIT) == 0,
     .host_map = _mt_opt_int(MT_OPT_HOST_MAP) == 0,
     .handoff = (int)_mt_opt_int(MT_OPT_HANDOFF),
   };

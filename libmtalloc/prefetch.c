@@ -34,7 +34,7 @@
  * in the first iteration, does not change its first toucher's identity in
  * the second: two iterations are enough to learn from.
  *
- * Pacing (MT_PREFETCH_PACE, off by default): a prefetch starts only while
+ * Pacing (MT_PREFETCH_PACE, on by default): a prefetch starts only while
  * the h2d link is idle. Its mapping changes would otherwise wait for the
  * copies in flight (the unmap fence, unmapfence.c), holding the host --
  * and the kernels it has yet to issue -- behind data meant for later

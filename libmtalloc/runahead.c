@@ -48,6 +48,8 @@
  * binds there, and the waits held the host, and the reads it issues, back
  * (ResNet152 98.3 -> 96.5%).
  *
+ * MT_PREFETCH_WAIT=off (replay --prefetch-wait off) turns these waits off.
+ *
  * Counters: runahead_waits (waits that found the oldest launch still
  * running), runahead_wait_ns; prefetch_waits, prefetch_wait_ns (the same
  * for room).

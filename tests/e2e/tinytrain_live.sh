@@ -7,7 +7,8 @@
 # count, footprint) to tinytrain alone on the fake driver; the stats must
 # show prefetches made and used, and the fake's peak stays in the budget.
 # A second run forces the handoff on (the run-ahead ring, and prefetches
-# that wait for room) and must print the same results.
+# that wait for room) and must print the same results; a third does the
+# same with MT_PREFETCH_WAIT=off, and must not wait at all.
 # Timing is not asserted here: live_table.py measures it.
 #
 # Usage: tinytrain_live.sh TINYTRAIN LIBMTALLOC_SO FAKECUDA_DIR
@@ -102,6 +103,21 @@ if run live_on LD_PRELOAD="$prefix$lib" FAKECUDA_BW="$bw" FAKECUDA_JITTER_US="$j
   else
     fail "MT_HANDOFF=on printed different results from the plain run (diff plain live_on):"
     diff "$tmp/plain.same" "$tmp/live_on.same" | head -n 20 | sed 's/^/    /'
+  fi
+fi
+
+# And with the waits turned off (MT_PREFETCH_WAIT=off): none, the same results.
+if run live_nowait LD_PRELOAD="$prefix$lib" FAKECUDA_BW="$bw" FAKECUDA_JITTER_US="$jitter" \
+  MT_MAX_VRAM="$budget" MT_PREDICTOR=correlation MT_HANDOFF=on MT_PREFETCH_WAIT=off MT_STATS=1; then
+  grep -v '^peak_device_bytes ' "$tmp/live_nowait.out" >"$tmp/live_nowait.same"
+  w=$(stat prefetch_waits live_nowait)
+  if ! cmp -s "$tmp/plain.same" "$tmp/live_nowait.same"; then
+    fail "MT_PREFETCH_WAIT=off printed different results from the plain run (diff plain live_nowait):"
+    diff "$tmp/plain.same" "$tmp/live_nowait.same" | head -n 20 | sed 's/^/    /'
+  elif [ "$w" != 0 ]; then
+    fail "MT_PREFETCH_WAIT=off: prefetch_waits '$w', want 0"
+  else
+    note "MT_PREFETCH_WAIT=off: no waits, results identical to the plain run"
   fi
 fi
 

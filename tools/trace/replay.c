@@ -143,7 +143,7 @@ static void usage(FILE *f) {
           "                        none, as MT_PREFETCH_LEAD)\n"
           "  --runahead N          while the handoff is on, at most N launches queued ahead\n"
           "                        of the GPU (default 24, as MT_RUNAHEAD; 0 = no bound)\n"
-          "  --prefetch-wait on|off  on (default, as the library): a prefetch that finds no\n"
+          "  --prefetch-wait on|off  on (default, as MT_PREFETCH_WAIT): a prefetch that finds no\n"
           "                        room free of queued launches waits for the oldest, while\n"
           "                        over a quarter of --runahead stay queued (prefetch_waits);\n"
           "                        off: it stops there\n"
