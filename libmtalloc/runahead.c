@@ -75,6 +75,28 @@ static void drop_oldest(mt_pager_t *p) {
   p->run_n--;
 }
 
+/* Waits for the oldest launch in the ring unless it has ended, counted as
+ * a run-ahead wait or (room) a prefetch's; then gives its event back. 0, or
+ * the driver's error (the event is kept). */
+static int wait_oldest(mt_pager_t *p, bool room) {
+  mt_handle_t e = p->run_ring[p->run_head];
+  int rc = p->dev->ops->event_query(p->dev, e);
+  if (rc == 0) {
+    uint64_t t0 = _mt_now_ns();
+    rc = p->dev->ops->event_sync(p->dev, e);
+    if (room) {
+      mt_stat_add(prefetch_waits, 1);
+      mt_stat_add(prefetch_wait_ns, _mt_now_ns() - t0);
+    } else {
+      mt_stat_add(runahead_waits, 1);
+      mt_stat_add(runahead_wait_ns, _mt_now_ns() - t0);
+    }
+  }
+  if (rc < 0) return rc;
+  drop_oldest(p);
+  return 0;
+}
+
 int _mt_runahead_wait(mt_pager_t *p) {
   if (p->run_n == 0 || !may_bound(p)) return 0;
   bool on = _mt_handoff_on(p);
@@ -83,16 +105,8 @@ int _mt_runahead_wait(mt_pager_t *p) {
       drop_oldest(p);
       continue;
     }
-    mt_handle_t e = p->run_ring[p->run_head];
-    int rc = p->dev->ops->event_query(p->dev, e);
-    if (rc == 0) {
-      uint64_t t0 = _mt_now_ns();
-      rc = p->dev->ops->event_sync(p->dev, e);
-      mt_stat_add(runahead_waits, 1);
-      mt_stat_add(runahead_wait_ns, _mt_now_ns() - t0);
-    }
+    int rc = wait_oldest(p, false);
     if (rc < 0) return rc; /* the driver's error (logged): the launch reports it */
-    drop_oldest(p);
   }
   return 0;
 }
@@ -116,15 +130,5 @@ void _mt_runahead_record(mt_pager_t *p) {
 bool _mt_runahead_yield(mt_pager_t *p) {
   const unsigned floor = p->runahead / 4 > 0 ? p->runahead / 4 : 1;
   if (p->run_n <= floor || !may_bound(p) || !_mt_handoff_on(p)) return false;
-  mt_handle_t e = p->run_ring[p->run_head];
-  int rc = p->dev->ops->event_query(p->dev, e);
-  if (rc == 0) {
-    uint64_t t0 = _mt_now_ns();
-    rc = p->dev->ops->event_sync(p->dev, e);
-    mt_stat_add(prefetch_waits, 1);
-    mt_stat_add(prefetch_wait_ns, _mt_now_ns() - t0);
-  }
-  if (rc < 0) return false; /* the driver's error (logged): the launch's own fetch reports it */
-  drop_oldest(p);
-  return true;
+  return wait_oldest(p, true) == 0; /* an error (logged): the launch's own fetch reports it */
 }
