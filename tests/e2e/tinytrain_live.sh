@@ -61,10 +61,10 @@ footprint=$(value plain footprint_bytes)
 [ -n "$footprint" ] || { fail "the plain run printed no footprint_bytes"; exit 1; }
 budget=$((footprint / 8))
 note "FAKECUDA_BW=$bw, MT_MAX_VRAM = footprint / 8 = $budget bytes, MT_PREDICTOR=correlation"
+grep -v '^peak_device_bytes ' "$tmp/plain.out" >"$tmp/plain.same" # what every run must print
 
 if run live LD_PRELOAD="$prefix$lib" FAKECUDA_BW="$bw" FAKECUDA_JITTER_US="$jitter" \
   MT_MAX_VRAM="$budget" MT_PREDICTOR=correlation MT_STATS=1; then
-  grep -v '^peak_device_bytes ' "$tmp/plain.out" >"$tmp/plain.same"
   grep -v '^peak_device_bytes ' "$tmp/live.out" >"$tmp/live.same"
   n=$(grep -c '^step ' "$tmp/live.same")
   if [ "$n" -ne "$steps" ]; then
@@ -94,27 +94,29 @@ fi
 # oldest (runahead.c, "Waiting for room"). Whether it waits depends on the
 # fake's timing, so the count is reported, not asserted; the results must
 # not change.
+# same_as_plain NAME WHAT: run NAME printed the plain run's lines (all but
+# the fake's peak); false, with the diff, when it did not.
+same_as_plain() {
+  grep -v '^peak_device_bytes ' "$tmp/$1.out" >"$tmp/$1.same"
+  cmp -s "$tmp/plain.same" "$tmp/$1.same" && return 0
+  fail "$2 printed different results from the plain run (diff plain $1):"
+  diff "$tmp/plain.same" "$tmp/$1.same" | head -n 20 | sed 's/^/    /'
+  return 1
+}
+
 if run live_on LD_PRELOAD="$prefix$lib" FAKECUDA_BW="$bw" FAKECUDA_JITTER_US="$jitter" \
-  MT_MAX_VRAM="$budget" MT_PREDICTOR=correlation MT_HANDOFF=on MT_STATS=1; then
-  grep -v '^peak_device_bytes ' "$tmp/live_on.out" >"$tmp/live_on.same"
-  if cmp -s "$tmp/plain.same" "$tmp/live_on.same"; then
-    note "MT_HANDOFF=on: results identical to the plain run; prefetch_waits $(stat prefetch_waits live_on)," \
-      "runahead_waits $(stat runahead_waits live_on)"
-  else
-    fail "MT_HANDOFF=on printed different results from the plain run (diff plain live_on):"
-    diff "$tmp/plain.same" "$tmp/live_on.same" | head -n 20 | sed 's/^/    /'
-  fi
+  MT_MAX_VRAM="$budget" MT_PREDICTOR=correlation MT_HANDOFF=on MT_STATS=1 &&
+  same_as_plain live_on MT_HANDOFF=on; then
+  note "MT_HANDOFF=on: results identical to the plain run; prefetch_waits $(stat prefetch_waits live_on)," \
+    "runahead_waits $(stat runahead_waits live_on)"
 fi
 
 # And with the waits turned off (MT_PREFETCH_WAIT=off): none, the same results.
 if run live_nowait LD_PRELOAD="$prefix$lib" FAKECUDA_BW="$bw" FAKECUDA_JITTER_US="$jitter" \
-  MT_MAX_VRAM="$budget" MT_PREDICTOR=correlation MT_HANDOFF=on MT_PREFETCH_WAIT=off MT_STATS=1; then
-  grep -v '^peak_device_bytes ' "$tmp/live_nowait.out" >"$tmp/live_nowait.same"
+  MT_MAX_VRAM="$budget" MT_PREDICTOR=correlation MT_HANDOFF=on MT_PREFETCH_WAIT=off MT_STATS=1 &&
+  same_as_plain live_nowait MT_PREFETCH_WAIT=off; then
   w=$(stat prefetch_waits live_nowait)
-  if ! cmp -s "$tmp/plain.same" "$tmp/live_nowait.same"; then
-    fail "MT_PREFETCH_WAIT=off printed different results from the plain run (diff plain live_nowait):"
-    diff "$tmp/plain.same" "$tmp/live_nowait.same" | head -n 20 | sed 's/^/    /'
-  elif [ "$w" != 0 ]; then
+  if [ "$w" != 0 ]; then
     fail "MT_PREFETCH_WAIT=off: prefetch_waits '$w', want 0"
   else
     note "MT_PREFETCH_WAIT=off: no waits, results identical to the plain run"
