@@ -80,8 +80,6 @@ Test(runahead_pager, the_handoff_off_is_not_bounded) {
  *    waits for L0's kernel (more than MT_RUNAHEAD / 4 = 6 launches stay
  *    queued) and fetches R1 while L1's kernel runs.
  * The GPU idles less with the waits, and the waits are counted. */
-static mt_pager_t *volatile room_kept[2]; /* reachable for LeakSanitizer, as vp_kept */
-
 static void room_loop(bool nowait, uint64_t *idle, uint64_t *pwaits) {
   memset(&_mt_stats, 0, sizeof(_mt_stats));
   mt_pager_config_t pc = {.budget = 13 * 2 * MiB, .host_budget = 256 * MiB, .chunk = 2 * MiB,
@@ -112,7 +110,6 @@ static void room_loop(bool nowait, uint64_t *idle, uint64_t *pwaits) {
   _mt_vdev_totals(d, &t1);
   *idle = t1.gpu_idle_ns - t0.gpu_idle_ns;
   *pwaits = mt_stat_get(prefetch_waits);
-  room_kept[nowait] = p; /* vp_stop keeps only the last pager: the test makes two */
   vp_stop(p);
 }
 

@@ -49,12 +49,15 @@ static inline mt_pager_t *vp_start(const mt_pager_config_t *pc, mt_device_t **d)
 }
 
 /* volatile: a static only ever stored to may be optimised away, and the
- * pager would then be a leak to LeakSanitizer */
-static mt_pager_t *volatile vp_kept;
+ * pagers would then be leaks to LeakSanitizer. A test may make several. */
+#define VP_KEPT 8
+static mt_pager_t *volatile vp_kept[VP_KEPT];
+static int vp_nkept;
 
 /* A pager lives for the process, as in the library: kept, uninstalled. */
 static inline void vp_stop(mt_pager_t *p) {
-  vp_kept = p;
+  cr_assert_lt(vp_nkept, VP_KEPT, "vpager.h keeps %d pagers a process at most", VP_KEPT);
+  vp_kept[vp_nkept++] = p;
   __atomic_store_n(&_mt_pager, NULL, __ATOMIC_RELEASE);
 }
 
