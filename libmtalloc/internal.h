@@ -136,6 +136,11 @@ typedef enum mt_opt_type {
     "timeliness feedback: a region whose prefetch came late is prefetched up to this many " \
     "launches beyond MT_PREFETCH_DEPTH later on (predictor/lead.c); 0 = none (measured no " \
     "gain on the G10 traces, README)") \
+  X(PREFETCH_FREE, INT, "32", 0, 255, "", "launches",                             \
+    "while the handoff is on (MT_HANDOFF): the regions of this many predicted launches beyond " \
+    "MT_PREFETCH_DEPTH are prefetched too, into free device memory only (nothing is evicted for " \
+    "them), except while NVMe holds chunks and host memory has room (prefetch.c, \"Prefetches " \
+    "into free memory\"; G10's traces, docs/prefetching.md); 0 = none") \
   X(RUNAHEAD, INT, "24", 0, 256, "", "launches",                                  \
     "while the handoff is on (MT_HANDOFF): the host waits so that at most this many launches " \
     "are queued ahead of the GPU, and the pager decides for launches near the ones running " \

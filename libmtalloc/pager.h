@@ -46,6 +46,8 @@ typedef struct mt_pager_config {
   int handoff;          /* MT_HANDOFF: 0 auto, 1 on, 2 off */
   unsigned readahead_depth; /* MT_READAHEAD_DEPTH */
   unsigned prefetch_lead; /* MT_PREFETCH_LEAD; 0 (unset): no timeliness feedback */
+  unsigned prefetch_free; /* MT_PREFETCH_FREE; 0 (unset): no prefetches beyond the depth
+                           * into free memory */
   bool prefetch_pace;   /* MT_PREFETCH_PACE; false (unset): prefetch whenever room allows */
   unsigned runahead;    /* MT_RUNAHEAD; 0 (unset): no bound on launches queued ahead */
   bool prefetch_nowait; /* MT_PREFETCH_WAIT=off; false (unset): a prefetch may wait for

@@ -508,6 +508,8 @@ struct mt_pager {
   struct mt_readahead *ra;   /* readahead.c; NULL: none yet (made at the first launch) */
   unsigned ra_depth;         /* MT_READAHEAD_DEPTH; 0: no read-ahead */
   unsigned pf_lead;          /* MT_PREFETCH_LEAD: largest lead in launches (prefetch.c); 0: none */
+  unsigned pf_free;          /* MT_PREFETCH_FREE: launches beyond the depth prefetched into free
+                                memory (prefetch.c); 0: none */
   size_t pf_mem;             /* MT_PREDICTOR_MEM: the predictor's memory bound (prefetch.c) */
   bool pf_pace;              /* MT_PREFETCH_PACE: a prefetch starts only on an idle h2d link */
   bool pf_nowait;            /* MT_PREFETCH_WAIT=off: a prefetch never waits for queued launches */

@@ -111,6 +111,7 @@ int _mt_pager_create(mt_device_t *d, const mt_pager_config_t *cfg, mt_pager_t **
   p->ra_depth = cfg->readahead_depth;
   p->handoff_fill = readahead_on(cfg);
   p->pf_lead = cfg->prefetch_lead;
+  p->pf_free = cfg->prefetch_free;
   p->pf_mem = cfg->predictor_mem ? cfg->predictor_mem : MT_PREDICTOR_MEM_DEFAULT;
   p->pf_pace = cfg->prefetch_pace;
   p->wb_horizon = cfg->writebehind_horizon; /* before _mt_prefetch_open, which reads it */
@@ -154,6 +155,7 @@ static void pager_init(void) {
     .predictor_mem = (size_t)_mt_opt_int(MT_OPT_PREDICTOR_MEM),
     .readahead_depth = (unsigned)_mt_opt_int(MT_OPT_READAHEAD_DEPTH),
     .prefetch_lead = (unsigned)_mt_opt_int(MT_OPT_PREFETCH_LEAD),
+    .prefetch_free = (unsigned)_mt_opt_int(MT_OPT_PREFETCH_FREE),
     .runahead = (unsigned)_mt_opt_int(MT_OPT_RUNAHEAD),
     .writebehind_horizon = (unsigned)_mt_opt_int(MT_OPT_WRITEBEHIND_HORIZON),
     .prefetch_pace = _mt_opt_int(MT_OPT_PREFETCH_PACE) != 0,

@@ -58,6 +58,7 @@
   X(prefetch_late)         \
   X(prefetch_waits)        \
   X(prefetch_wait_ns)      \
+  X(prefetches_free)       \
   X(predictor_hits)        \
   X(predictor_evictions)   \
   X(readahead)             \

@@ -108,7 +108,7 @@ if run live_on LD_PRELOAD="$prefix$lib" FAKECUDA_BW="$bw" FAKECUDA_JITTER_US="$j
   MT_MAX_VRAM="$budget" MT_PREDICTOR=correlation MT_HANDOFF=on MT_STATS=1 &&
   same_as_plain live_on MT_HANDOFF=on; then
   note "MT_HANDOFF=on: results identical to the plain run; prefetch_waits $(stat prefetch_waits live_on)," \
-    "runahead_waits $(stat runahead_waits live_on)"
+    "runahead_waits $(stat runahead_waits live_on), prefetches_free $(stat prefetches_free live_on)"
 fi
 
 # And with the waits turned off (MT_PREFETCH_WAIT=off): none, the same results.

@@ -49,6 +49,8 @@ b = json.loads(big.stdout)
 for key in ["sim_s", "ideal_s", "pct_of_ideal", "stall_s", "bytes_h2d", "bytes_d2h",
             "bytes_nvme_read", "bytes_nvme_write", "belady_bytes"]:
     check(key in b, "JSON has " + key)
+check(b["prefetch_free"] == 32 and "prefetches_free" in b,
+      "JSON says --prefetch-free (default 32, as MT_PREFETCH_FREE) and counts prefetches_free")
 check(abs(b["sim_s"] - b["ideal_s"]) < 1e-9, "unlimited memory: sim == ideal (%g, %g)" % (b["sim_s"], b["ideal_s"]))
 check(b["bytes_h2d"] == 0 and b["bytes_d2h"] == 0 and b["belady_bytes"] == 0, "unlimited memory: nothing moves")
 check(b["iterations"] == 3 and len(b["iter_sim_s"]) == 3, "three iterations reported")
@@ -286,6 +288,7 @@ for args, what in [((trace, "--gpu-mem", "12Q"), "bad size"), ((trace, "--nvme-m
                    ((trace, "--gpu-mem", "1G", "--bogus"), "unknown option"),
                    ((trace, "--unmap-sync", "maybe"), "bad --unmap-sync"),
                    ((trace, "--prefetch-wait", "1"), "bad --prefetch-wait"),
+                   ((trace, "--prefetch-free", "256"), "bad --prefetch-free"),
                    ((trace, "--writes", "some"), "bad --writes")]:
     r = run("replay", *args)
     check(r.returncode == 2 and r.stderr.strip() != "", what + ": exit 2 with a message")

@@ -141,6 +141,11 @@ static void usage(FILE *f) {
           "  --prefetch-lead N     timeliness feedback: a region whose prefetch came late is\n"
           "                        prefetched up to N launches earlier next time (default 0,\n"
           "                        none, as MT_PREFETCH_LEAD)\n"
+          "  --prefetch-free N     while the handoff is on, the regions of N predicted launches\n"
+          "                        beyond --prefetch-depth are prefetched too, into free GPU\n"
+          "                        memory only, except while NVMe holds chunks and host memory\n"
+          "                        has room (default 32, as MT_PREFETCH_FREE; 0 = none;\n"
+          "                        prefetches_free counts the chunks)\n"
           "  --runahead N          while the handoff is on, at most N launches queued ahead\n"
           "                        of the GPU (default 24, as MT_RUNAHEAD; 0 = no bound)\n"
           "  --prefetch-wait on|off  on (default, as MT_PREFETCH_WAIT): a prefetch that finds no\n"
@@ -200,7 +205,8 @@ static void usage(FILE *f) {
           "bytes_nvme_read, bytes_nvme_write, fetches, evictions_dirty, evictions_clean,\n"
           "unmap_waits (host waits that ordered an unmap after fetch copies), runahead_waits\n"
           "(host waits that kept it MT_RUNAHEAD launches ahead of the GPU), prefetch_waits (host\n"
-          "waits for a queued launch, to make room for a prefetch), handoff_trial\n"
+          "waits for a queued launch, to make room for a prefetch), prefetches_free (chunks\n"
+          "prefetched into free memory beyond --prefetch-depth), handoff_trial\n"
           "(--handoff auto with next-use estimates: on or off as timed, \"timing\" before it\n"
           "decided, \"irregular\" when it kept it on because no period ran the same launches\n"
           "as the one before it, null where it does not time) with handoff_trial_on_s and _off_s (one\n"
@@ -427,6 +433,7 @@ int mt_cmd_replay(int argc, char **argv) {
     {"prefetch-depth", required_argument, 0, 'F'},
     {"predictor-mem", required_argument, 0, 'K'},
     {"prefetch-lead", required_argument, 0, 'L'},
+    {"prefetch-free", required_argument, 0, 'T'},
     {"runahead", required_argument, 0, 'Q'},
     {"writebehind-horizon", required_argument, 0, 'V'},
     {"prefetch-pace", required_argument, 0, 'E'},
@@ -450,7 +457,7 @@ int mt_cmd_replay(int argc, char **argv) {
   int opt_comp = -1;          /* --state-compression: -1 the trace's, else 0 none, 1 8bit, 2 4bit */
   double h2d = 25e9, d2h = 25e9, nvme_rd = 3.2e9, nvme_wr = 3.2e9;
   const char *policy = "nextuse", *spill_policy = "auto", *predictor = "correlation";
-  unsigned depth = 8, ra_depth = 1024, lead = 0, runahead = 24, wb_horizon = 256;
+  unsigned depth = 8, ra_depth = 1024, lead = 0, spare = 32, runahead = 24, wb_horizon = 256;
   bool json = false, no_belady = false, host_map = true, unmap_sync = true, writes_aware = false;
   bool pace = true, pf_wait = true;
   int handoff = 0; /* auto */
@@ -515,6 +522,10 @@ int mt_cmd_replay(int argc, char **argv) {
       case 'L':
         bad = _mt_parse_int(optarg, 0, 255, &iv);
         if (!bad) lead = (unsigned)iv;
+        break;
+      case 'T':
+        bad = _mt_parse_int(optarg, 0, 255, &iv);
+        if (!bad) spare = (unsigned)iv;
         break;
       case 'Q':
         bad = _mt_parse_int(optarg, 0, 256, &iv);
@@ -620,7 +631,8 @@ int mt_cmd_replay(int argc, char **argv) {
                           .nvme = nvme_mem ? &nvc : NULL, .predictor = predictor,
                           .prefetch_depth = depth, .readahead_depth = ra_depth,
                           .predictor_mem = (size_t)pred_mem,
-                          .prefetch_lead = lead, .prefetch_pace = pace, .runahead = runahead,
+                          .prefetch_lead = lead, .prefetch_free = spare, .prefetch_pace = pace,
+                          .runahead = runahead,
                           .prefetch_nowait = !pf_wait,
                           .writebehind_horizon = wb_horizon};
   int rc = r.dev ? _mt_pager_create(r.dev, &pc, &r.p) : -ENOMEM;
@@ -814,23 +826,24 @@ done:
     hostopt_totals(r.ho, &ht);
     if (json) {
       printf("{\"trace\":\"%s\",\"gpu_mem\":%" PRIu64 ",\"host_mem\":%" PRIu64 ",\"h2d_bw\":%.0f,\"d2h_bw\":%.0f,"
-             "\"policy\":\"%s\",\"spill_policy\":\"%s\",\"handoff\":\"%s\",\"predictor\":\"%s\",\"prefetch_depth\":%u,\"prefetch_lead\":%u,\"prefetch_pace\":%s,\"prefetch_wait\":%s,\"readahead_depth\":%u,\"runahead\":%u,\"writebehind_horizon\":%u,\"writes\":\"%s\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
+             "\"policy\":\"%s\",\"spill_policy\":\"%s\",\"handoff\":\"%s\",\"predictor\":\"%s\",\"prefetch_depth\":%u,\"prefetch_lead\":%u,\"prefetch_free\":%u,\"prefetch_pace\":%s,\"prefetch_wait\":%s,\"readahead_depth\":%u,\"runahead\":%u,\"writebehind_horizon\":%u,\"writes\":\"%s\",\"sim_s\":%.6f,\"ideal_s\":%.6f,\"pct_of_ideal\":%.2f,"
              "\"stall_s\":%.6f,\"bytes_h2d\":%" PRIu64 ",\"bytes_d2h\":%" PRIu64 ",\"nvme_mem\":%" PRIu64 ","
              "\"nvme_read_bw\":%.0f,\"nvme_write_bw\":%.0f,\"bytes_nvme_read\":%" PRIu64 ","
              "\"bytes_nvme_write\":%" PRIu64 ",\"nvme_spills\":%llu,\"nvme_loads\":%llu,\"nvme_drops\":%llu,\"fetches\":%llu,\"evictions_dirty\":%llu,\"evictions_clean\":%llu,"
-             "\"unmap_waits\":%llu,\"runahead_waits\":%llu,\"prefetch_waits\":%llu,\"handoffs\":%llu,\"belady_bytes\":%s,\"belady_fetches\":%s,\"belady_writebacks\":%s,"
+             "\"unmap_waits\":%llu,\"runahead_waits\":%llu,\"prefetch_waits\":%llu,\"prefetches_free\":%llu,\"handoffs\":%llu,\"belady_bytes\":%s,\"belady_fetches\":%s,\"belady_writebacks\":%s,"
              "\"launches\":%" PRIu64 ",\"launches_host_mapped\":%" PRIu64 ",\"host_mapped_bytes\":%" PRIu64 ","
              "\"iterations\":%" PRIu64 ",\"prefetches\":%llu,\"write_behind\":%llu,\"write_behind_used\":%llu,\"coverage\":%s,\"accuracy\":%s,"
              "\"timeliness\":%s,\"stream_wait_s\":%.6f,\"replay_wall_s\":%.3f,\"replay_max_rss_bytes\":%" PRIu64 ",",
              path, (uint64_t)r.p->budget, (uint64_t)r.p->host_budget, h2d, d2h, policy, r.p->hpol_ops->name, handoff == 0 ? "auto" : handoff == 1 ? "on" : "off",
-             predictor, depth, lead, pace ? "true" : "false", pf_wait ? "true" : "false", ra_depth, runahead, wb_horizon,
+             predictor, depth, lead, spare, pace ? "true" : "false", pf_wait ? "true" : "false", ra_depth, runahead, wb_horizon,
              writes_aware ? "aware" : "all", sim_s, ideal_s, pct,
              stall_s, t.bytes_h2d, t.bytes_d2h, nvme_mem, nvme_rd, nvme_wr, t.bytes_nvme_read, t.bytes_nvme_write,
              (unsigned long long)mt_stat_get(nvme_spills), (unsigned long long)mt_stat_get(nvme_loads),
              (unsigned long long)mt_stat_get(nvme_drops), (unsigned long long)mt_stat_get(fetches),
              (unsigned long long)mt_stat_get(evictions_dirty), (unsigned long long)mt_stat_get(evictions_clean),
              (unsigned long long)mt_stat_get(unmap_waits), (unsigned long long)mt_stat_get(runahead_waits),
-             (unsigned long long)mt_stat_get(prefetch_waits), (unsigned long long)mt_stat_get(handoffs), belj[0], belj[1], belj[2], r.launches, t.host_mapped_kernels, t.host_mapped_bytes, r.iterations,
+             (unsigned long long)mt_stat_get(prefetch_waits), (unsigned long long)mt_stat_get(prefetches_free),
+             (unsigned long long)mt_stat_get(handoffs), belj[0], belj[1], belj[2], r.launches, t.host_mapped_kernels, t.host_mapped_bytes, r.iterations,
              (unsigned long long)pfs, (unsigned long long)mt_stat_get(write_behind),
              (unsigned long long)mt_stat_get(write_behind_used), cov, acc, tim, (double)t.stream_wait_ns / 1e9,
              wall, rss);
