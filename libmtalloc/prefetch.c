@@ -532,7 +532,7 @@ void _mt_prefetch_launch(mt_pager_t *p, mt_handle_t s) {
   mt_region_t *win[WINDOW_MAX];
   bool spare[WINDOW_MAX]; /* beyond the depth for free memory only (Prefetches into free memory) */
   size_t nwin = 0, lack = 0, fresh = 0;
-  const bool handoff = _mt_handoff_on(p);
+  const bool handoff = _mt_handoff_on(p), spare_ok = spare_wanted(p, handoff);
   for (size_t j = 0; j < np && pf->out[j].confidence >= MIN_CONFIDENCE; j++) {
     bool seen = pf->out[j].id == id;
     for (size_t k = 0; k < j && !seen; k++) seen = pf->out[k].id == pf->out[j].id;
@@ -547,7 +547,7 @@ void _mt_prefetch_launch(mt_pager_t *p, mt_handle_t s) {
       /* beyond the depth: regions whose lead reaches this far, and within
        * MT_PREFETCH_FREE the rest, for free memory only */
       bool led = j < pf->depth || _mt_lead_get(pf->lead, r->key) >= j - pf->depth + 1;
-      if (!led && j >= pf->depth + p->pf_free) continue;
+      if (!led && (!spare_ok || j >= pf->depth + p->pf_free)) continue;
       r->epoch = p->epoch;
       spare[nwin] = !led;
       win[nwin++] = r;
@@ -567,13 +567,12 @@ void _mt_prefetch_launch(mt_pager_t *p, mt_handle_t s) {
    * only when the window lacks something, or evictions are due). */
   if (lack + fresh + want > 0) _mt_stream_mark(p, _mt_stream_index(p, s));
   /* 2-3. room without waiting, then the fetches, until room runs out */
-  const bool spare_ok = spare_wanted(p, handoff);
   for (size_t i = 0; i < nwin; i++) {
     mt_region_t *r = win[i];
     if (r->kind == REG_SMALL || r->escaped || r->hostuse || r->ndevice == r->nchunks) continue;
     size_t n = 0;
     if (spare[i]) { /* only into memory no one holds: nothing is evicted for it */
-      if (!spare_ok || p->used + (size_t)(r->nchunks - r->ndevice) * p->chunk > p->budget) break;
+      if (p->used + (size_t)(r->nchunks - r->ndevice) * p->chunk > p->budget) break;
       for (uint32_t k = 0; k < r->nchunks; k++) n += r->chunks[k].state == CH_HOST || r->chunks[k].state == CH_NVME;
     }
     if (!prefetch_region(p, r, s)) break;
