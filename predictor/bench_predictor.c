@@ -4,9 +4,10 @@
  * Description: feeds a synthetic stream shaped like the 100B synth trace
  * (by default 2,893 distinct launches per iteration, repeated, each with 4
  * to 8 region keys) and times one observe() plus one predict() of depth 8
- * per launch. Prints the median over iterations of ns per launch, the
+ * per launch (or of another depth: the library asks for MT_PREFETCH_DEPTH
+ * + MT_PREFETCH_FREE, 40 by default). Prints the median over iterations of ns per launch, the
  * prediction hit rate and the table bytes. Not a timed test: run it by hand
- *   build/predictor/bench_predictor [iterations [launches-per-iteration [entries [predictor]]]]
+ *   build/predictor/bench_predictor [iterations [launches-per-iteration [entries [predictor [depth]]]]]
  * (entries: table capacity, default 4 x launches-per-iteration, with room
  * for 16 regions a launch; or, with a K/M/G suffix, a bound on the
  * predictor's memory as MT_PREDICTOR_MEM sets it, e.g. 64M; predictor:
@@ -21,7 +22,8 @@
 
 #include "predictor.h"
 
-#define DEPTH 8
+#define DEPTH 8       /* the default depth */
+#define DEPTH_MAX 1024 /* as MT_PREFETCH_DEPTH's bound */
 
 static uint64_t rng_state = 0x243f6a8885a308d3ULL;
 static uint64_t rng(void) {
@@ -46,7 +48,7 @@ int main(int argc, char **argv) {
   int iters = argc > 1 ? atoi(argv[1]) : 50;
   size_t per = argc > 2 ? (size_t)atol(argv[2]) : 2893;
   if (iters < 1 || per < 1) {
-    fprintf(stderr, "usage: bench_predictor [iterations [launches-per-iteration [entries]]]\n");
+    fprintf(stderr, "usage: bench_predictor [iterations [launches-per-iteration [entries [predictor [depth]]]]]\n");
     return 2;
   }
   uint64_t *ids = malloc(per * sizeof(*ids));
@@ -78,7 +80,13 @@ int main(int argc, char **argv) {
   }
   mt_predictor_t *p = ops->create(&cfg);
   if (p == NULL) return 1;
-  mt_pred_launch_t out[DEPTH];
+  const int depth = argc > 5 ? atoi(argv[5]) : DEPTH;
+  if (depth < 1 || depth > DEPTH_MAX) {
+    fprintf(stderr, "bench_predictor: depth '%s' is not 1..%d\n", argv[5], DEPTH_MAX);
+    return 2;
+  }
+  mt_pred_launch_t *out = malloc((size_t)depth * sizeof(*out));
+  if (out == NULL) return 1;
   uint64_t sink = 0, with_fp = 0, want = 0;
   bool fp_next = false; /* the last prediction's first launch came with a footprint */
   uint64_t next_id = 0;
@@ -86,7 +94,7 @@ int main(int argc, char **argv) {
     double t0 = now_ns();
     for (size_t i = 0; i < per; i++) {
       with_fp += ops->observe(p, ids[i], &regs[i * 8], nreg[i]) && next_id == ids[i] && fp_next;
-      size_t n = ops->predict(p, out, DEPTH);
+      size_t n = ops->predict(p, out, (size_t)depth);
       sink += n ? out[n - 1].nregions : 0;
       next_id = n ? out[0].id : 0;
       fp_next = n && out[0].regions != NULL;
@@ -97,7 +105,7 @@ int main(int argc, char **argv) {
   mt_predictor_stats_t st;
   ops->stats(p, &st);
   qsort(ns, (size_t)iters, sizeof(*ns), cmp_double);
-  printf("launches/iteration %zu, iterations %d, depth %d\n", per, iters, DEPTH);
+  printf("launches/iteration %zu, iterations %d, depth %d\n", per, iters, depth);
   printf("median ns per observe+predict: %.1f (min %.1f, max %.1f)\n", ns[iters / 2], ns[0], ns[iters - 1]);
   printf("hit rate %.4f (with the footprint: %.4f; of the iterations after the first: %.4f), evictions %llu, "
          "table bytes %zu (%.2f MiB)\n",
@@ -107,6 +115,6 @@ int main(int argc, char **argv) {
          st.table_bytes, (double)st.table_bytes / (1024.0 * 1024.0));
   if (sink == 42) puts("");
   ops->destroy(p);
-  free(ids), free(regs), free(nreg), free(ns);
+  free(ids), free(regs), free(nreg), free(ns), free(out);
   return 0;
 }
