@@ -138,7 +138,7 @@ for name, _ in configs:
 if a.stats and last_stats:
     keys = ["bytes_h2d", "bytes_d2h", "fetches", "evictions_dirty", "evictions_clean", "stall_ns",
             "unmap_waits", "unmap_wait_ns", "prefetches", "prefetch_used", "prefetch_late",
-            "prefetch_waits", "write_behind", "write_behind_used", "handoffs"]
+            "prefetch_waits", "prefetches_free", "write_behind", "write_behind_used", "handoffs"]
     print()
     print("per step (whole run / %d steps; stats of the last run):" % a.steps)
     print("| configuration | " + " | ".join(keys) + " |")
