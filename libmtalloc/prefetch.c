@@ -313,8 +313,11 @@ int _mt_prefetch_wait(mt_pager_t *p, mt_region_t *r, mt_handle_t s) {
 /* ---- after a launch ---------------------------------------------------------- */
 
 /* Fetches r's chunks that are in host memory or on NVMe, if room can be
- * made without waiting. Returns false when it could not (stop prefetching). */
-static bool prefetch_region(mt_pager_t *p, mt_region_t *r, mt_handle_t s) {
+ * made without waiting; spare (beyond the depth: Prefetches into free
+ * memory): only into free memory, no eviction. Returns false when it could
+ * not (stop prefetching). */
+static bool prefetch_region(mt_pager_t *p, mt_region_t *r, mt_handle_t s, bool spare) {
+  if (spare && p->used + (size_t)(r->nchunks - r->ndevice) * p->chunk > p->budget) return false;
   size_t lack = 0;
   for (uint32_t i = 0; i < r->nchunks; i++)
     lack += r->chunks[i].state == CH_HOST || r->chunks[i].state == CH_NVME;
@@ -368,6 +371,7 @@ static bool prefetch_region(mt_pager_t *p, mt_region_t *r, mt_handle_t s) {
       return false;
     }
   }
+  if (spare && any && rc == 0 && fl == 0) mt_stat_add(prefetches_free, lack);
   return rc == 0 && fl == 0;
 }
 
@@ -570,13 +574,7 @@ void _mt_prefetch_launch(mt_pager_t *p, mt_handle_t s) {
   for (size_t i = 0; i < nwin; i++) {
     mt_region_t *r = win[i];
     if (r->kind == REG_SMALL || r->escaped || r->hostuse || r->ndevice == r->nchunks) continue;
-    size_t n = 0;
-    if (spare[i]) { /* only into memory no one holds: nothing is evicted for it */
-      if (p->used + (size_t)(r->nchunks - r->ndevice) * p->chunk > p->budget) break;
-      for (uint32_t k = 0; k < r->nchunks; k++) n += r->chunks[k].state == CH_HOST || r->chunks[k].state == CH_NVME;
-    }
-    if (!prefetch_region(p, r, s)) break;
-    if (n > 0) mt_stat_add(prefetches_free, n);
+    if (!prefetch_region(p, r, s, spare[i])) break;
   }
   /* Write-behind, after the prefetch: dirty chunks copied out now, on the
    * d2h link, so that the evictions that take them later copy nothing.
