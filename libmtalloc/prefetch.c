@@ -70,13 +70,13 @@
  * the memory fills with what the next launches read; their host copies
  * then make room for the NVMe reads ahead (readahead.c), which start
  * sooner: in ResNet152's second iteration (G10's parameters) the reads of
- * the last 113 GB on NVMe began 2.5 s earlier and the iteration went 96.5
+ * the last 113 GB on NVMe began 2.6 s earlier and the iteration went 96.5
  * -> 98.2% of ideal (docs/prefetching.md). Only while the handoff is on:
  * with it off a new tensor takes its memory from free memory or evictions,
  * and what a far prefetch put there is evicted again for it. And not while
  * NVMe holds chunks and host memory has room: the reads ahead are not
- * short of room then, and ResNet152's steady state measured 98.3 -> 97.7%
- * with far prefetches there too. Counter: prefetches_free (chunks).
+ * short of room then, and ResNet152 measured 97.2-97.8% from the second
+ * iteration with far prefetches there too (98.1-98.2 without). Counter: prefetches_free (chunks).
  *
  * Next-use estimates for eviction (_mt_prefetch_due, predictor/reuse.h)
  * also live here, with the keys: when the period is learned or changes,
