@@ -126,8 +126,9 @@ typedef enum mt_opt_type {
     "same, telling recomputed layers (activation checkpointing) from the first "  \
     "forward (mt-trace plan says where it wins)")                                 \
   X(PREDICTOR_MEM, SIZE, "32M", 0, 0, "", "bytes",                               \
-    "memory for the predictor's tables (each launch's successors and last footprint; about " \
-    "250 bytes a launch of six regions, so 32M holds some 100,000 launches an iteration); " \
+    "memory for the predictor's tables (each launch's successors and its last footprint's region " \
+    "keys; about 64 bytes a launch of 2.4 paged regions, so 32M holds some 500,000 launches an " \
+    "iteration and 64M a million); " \
     "a loop of more launches than it holds is predicted only in part (a warning says so); " \
     "at least 64K") \
   X(PREFETCH_DEPTH, INT, "8", 0, 1024, "", "launches",                             \

@@ -119,6 +119,7 @@ typedef struct kslot {
                               * was freed; 0 = none has died yet */
   uint32_t lag;              /* launches from that region's last use to its free */
   uint64_t fresh_epoch;      /* the pager epoch whose window counted it as allocated anew */
+  uint64_t size;             /* the last region with this key's size (what a new one takes) */
 } kslot_t;
 
 struct mt_prefetch {
@@ -127,7 +128,7 @@ struct mt_prefetch {
   unsigned depth;
   kslot_t *map;              /* key -> live region, open addressing, power-of-two size */
   size_t cap, n;
-  mt_pred_region_t *regs;    /* scratch: this launch's footprint as keys */
+  uint64_t *regs;            /* scratch: this launch's footprint as keys */
   size_t cap_regs;
   size_t nregs;              /* of them, this launch's (begin to launch) */
   uint64_t id;               /* this launch's identity */
@@ -139,6 +140,7 @@ struct mt_prefetch {
                               * MT_PREFETCH_FREE, whichever is more */
   uint64_t pred_evictions;   /* the predictor's keys without room (evicted or refused) so far */
   uint64_t pred_window_ev;   /* ... at the start of the current PRED_WINDOW */
+  uint64_t pred_window_fp;   /* footprints it dropped (no room) at that start */
   uint64_t pred_observed;    /* launches observed */
   bool pred_warned;          /* the table-full warning was given */
   mt_demand_t *demand;       /* write-behind's schedule; NULL: none (MT_WRITEBEHIND_HORIZON=0,
@@ -233,6 +235,7 @@ static int map_grow(mt_prefetch_t *pf) {
       kslot_t *n = map_find(pf, old[i].key);
       n->life = old[i].life;
       n->lag = old[i].lag;
+      n->size = old[i].size;
     }
   free(old);
   return 0;
@@ -246,9 +249,10 @@ static void map_put(mt_prefetch_t *pf, uint64_t key, mt_region_t *r) {
   while (pf->map[i].key != 0 && pf->map[i].key != key) i = (i + 1) & (pf->cap - 1);
   if (pf->map[i].key == 0) {
     pf->n++;
-    pf->map[i] = (kslot_t){key, r, 0, 0, 0};
+    pf->map[i] = (kslot_t){key, r, 0, 0, 0, r != NULL ? r->size : 0};
   } else {
     pf->map[i].r = r; /* the life of its predecessor stays */
+    if (r != NULL) pf->map[i].size = r->size;
   }
 }
 
@@ -423,7 +427,7 @@ void _mt_prefetch_begin(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n
   if (n > pf->cap_regs) {
     size_t cap = pf->cap_regs ? pf->cap_regs : 16;
     while (cap < n) cap *= 2;
-    mt_pred_region_t *nr = realloc(pf->regs, cap * sizeof(*nr));
+    uint64_t *nr = realloc(pf->regs, cap * sizeof(*nr));
     if (nr == NULL) return;
     pf->regs = nr;
     pf->cap_regs = cap;
@@ -473,7 +477,7 @@ void _mt_prefetch_begin(mt_pager_t *p, uint64_t func, mt_region_t **rs, size_t n
       if (pf->lead != NULL) _mt_lead_late(pf->lead, r->key);
       if (keep) _mt_keep_late(pf->keep, r->key, r->size);
     }
-    pf->regs[m++] = (mt_pred_region_t){r->key, r->size};
+    pf->regs[m++] = r->key;
   }
   pf->nregs = m;
 }
@@ -505,14 +509,15 @@ static void pred_count(mt_pager_t *p, bool hit) {
   if (full != pf->pred_evictions) mt_stat_add(predictor_evictions, full - pf->pred_evictions);
   pf->pred_evictions = full;
   if (++pf->pred_observed % PRED_WINDOW != 0) return;
-  uint64_t ev = full - pf->pred_window_ev;
+  uint64_t ev = full - pf->pred_window_ev, dropped = st.fp_dropped - pf->pred_window_fp;
   pf->pred_window_ev = full;
-  if (pf->pred_warned || ev < PRED_WINDOW / 8) return;
+  pf->pred_window_fp = st.fp_dropped;
+  if (pf->pred_warned || ev + dropped < PRED_WINDOW / 8) return;
   pf->pred_warned = true;
-  mt_warn("the predictor's table had no room for %llu entries in the last %u launches: MT_PREDICTOR_MEM=%zu "
-          "holds fewer launches than the loop has, so prefetching covers less; raise it (its entry in "
-          "the options table says how much a launch takes)",
-          (unsigned long long)ev, PRED_WINDOW, p->pf_mem);
+  mt_warn("the predictor had no room for %llu table entries and %llu footprints in the last %u launches: "
+          "MT_PREDICTOR_MEM=%zu holds fewer launches than the loop has, so prefetching covers less; raise it "
+          "(its entry in the options table says how much a launch takes)",
+          (unsigned long long)ev, (unsigned long long)dropped, PRED_WINDOW, p->pf_mem);
 }
 
 /* Whether the launches beyond the depth are prefetched into free memory
@@ -540,12 +545,12 @@ void _mt_prefetch_launch(mt_pager_t *p, mt_handle_t s) {
   for (size_t j = 0; j < np && pf->out[j].confidence >= MIN_CONFIDENCE; j++) {
     bool seen = pf->out[j].id == id;
     for (size_t k = 0; k < j && !seen; k++) seen = pf->out[k].id == pf->out[j].id;
-    for (uint32_t k = 0; k < pf->out[j].nregions && !seen && nwin < WINDOW_MAX; k++) {
-      kslot_t *ks = map_find(pf, pf->out[j].regions[k].key);
+    for (uint32_t k = 0; k < pf->out[j].nkeys && !seen && nwin < WINDOW_MAX; k++) {
+      kslot_t *ks = map_find(pf, pf->out[j].keys[k]);
       mt_region_t *r = ks ? ks->r : NULL;
-      if ((r == NULL || r->freed) && !handoff && j < pf->depth && (ks == NULL || ks->fresh_epoch != p->epoch)) {
-        fresh += pf->out[j].regions[k].bytes; /* allocated anew: once, however many launches use it */
-        if (ks != NULL) ks->fresh_epoch = p->epoch;
+      if (ks != NULL && (r == NULL || r->freed) && !handoff && j < pf->depth && ks->fresh_epoch != p->epoch) {
+        fresh += ks->size; /* allocated anew: once, however many launches use it */
+        ks->fresh_epoch = p->epoch;
       }
       if (r == NULL || r->freed || r->epoch == p->epoch) continue; /* unknown, dead, or already in */
       /* beyond the depth: regions whose lead reaches this far, and within

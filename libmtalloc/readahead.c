@@ -314,8 +314,8 @@ void _mt_ra_launch(mt_pager_t *p, const mt_predictor_ops_t *ops, mt_predictor_t 
   size_t nwin = 0;
   for (size_t j = 0; j < np && ra->out[j].confidence >= RA_MIN_CONFIDENCE; j++) {
     if (ra->out[j].id == id) continue; /* the current one: its regions are resident */
-    for (uint32_t k = 0; k < ra->out[j].nregions && nwin < RA_WINDOW_MAX; k++) {
-      mt_region_t *r = _mt_prefetch_region(p, ra->out[j].regions[k].key);
+    for (uint32_t k = 0; k < ra->out[j].nkeys && nwin < RA_WINDOW_MAX; k++) {
+      mt_region_t *r = _mt_prefetch_region(p, ra->out[j].keys[k]);
       if (r == NULL || r->freed || r->kind == REG_SMALL || r->ra_epoch == p->epoch) continue;
       r->ra_epoch = p->epoch;
       r->ra_pos = (uint32_t)(j + 1);

@@ -5,13 +5,29 @@
  * Training repeats itself, so the launch that follows (previous, current)
  * is almost always the one that followed it last iteration. One hash table
  * holds two kinds of entry, 32 bytes each:
- *  - pair entries, keyed by hash(previous, current): the successors seen
- *    after that pair (second order, what the walk uses first);
  *  - launch entries, keyed by hash(current): the successors seen after
- *    that launch alone (the first-order fallback, for a pair never seen,
- *    e.g. right after a divergence) and where its last footprint lives.
- * Each entry keeps MT_CORR_SUCC (2) successors with small counts, most
- * frequent first.
+ *    that launch, and where its last footprint lives;
+ *  - pair entries, keyed by hash(previous, current): the successors seen
+ *    after that pair (second order). A launch entry that has seen a
+ *    second successor is a fork, and only a fork's pairs get entries: a
+ *    launch always followed by the same one needs no context to be
+ *    predicted, and in a training step almost every launch is such (its
+ *    identity names its regions). Pairs for every launch doubled the table
+ *    for nothing on the G10 and synth traces (seventeenth session: two
+ *    entries a launch; now one and a little).
+ * Each entry keeps two successors with small counts, most frequent first:
+ * the best one's launch id, and the rival's 32-bit fingerprint (the rival
+ * is only ever promoted by an observation of it, which brings its id).
+ *
+ * Forks. Pairs are keyed by a 15-bit print of the previous launch, not its
+ * id, and a launch entry keeps the print of the launch before it when it
+ * last learned. So when a launch turns out a fork, the pair its earlier
+ * successor came after is known too, and starts with what the launch
+ * entry knew (as if pairs had been kept for it all along): a fork of two
+ * branches is predicted in full from the next iteration, and a one-off
+ * detour costs its pair one count, as it costs a launch entry. Two
+ * predecessors of one fork with one print share a pair (a misprediction
+ * at worst: 1 in 32,767 pairs of them).
  *
  * Relearning rule (recency-weighted counts): when a key is followed by s,
  * s's count rises by one (saturating at CNT_MAX, 7) and every other
@@ -22,60 +38,75 @@
  * one-off detour (an eval pass) costs the usual successor one count only.
  *
  * Confidence: one step's probability is its successor's share of the
- * key's counts, cnt[0] / (cnt[0] + cnt[1]); a first-order step (the pair
- * was unknown) is worth half of that, because a first-order guess ignores
- * context. A predicted launch's confidence is the product of the steps that
- * lead to it, so it never rises along a walk.
+ * entry's counts, cnt[0] / (cnt[0] + cnt[1]); at a fork whose pair is
+ * unknown (never seen, or right after a divergence) the launch entry's
+ * guess is worth half of that, because it ignores context. A predicted
+ * launch's confidence is the product of the steps that lead to it, so it
+ * never rises along a walk.
  *
- * Memory: capacity entries (a power of two) of 32 bytes, a ring of
- * footprint_regions * 16 bytes where footprints are appended when they
- * change, and the door (capacity / 2 slots of 2 bytes: Loops too long);
- * max_bytes (MT_PREDICTOR_MEM) splits a bound between them (size_for). A
- * stream of L distinct launches per iteration needs about 2L entries (one
- * launch entry, one pair entry each): 1,000,000 launches per iteration
- * fit in 2^21 entries = 64 MiB of table, but ~95% full, so the clock
- * evicts steadily (bench_predictor 6 1000000 2097152: hit rate 0.79
- * against 0.83 with 2^22 entries). Footprints come on top: (n + 1) * 16
- * bytes per launch of n regions, ~112 MB for a million launches of six
- * regions: 512M names such a loop in full. Lookups probe at most
- * PROBE (8) slots from the key's home; an insert that finds no free slot
- * there evicts with a clock: the first probed entry whose reference bit is
- * clear (each probed entry's bit is cleared on the way), so entries used
- * since the hand last passed survive. Nothing is ever deleted, only
- * replaced in place, so linear probing needs no tombstones.
+ * Memory: capacity entries of 32 bytes, a ring of footprint_regions
+ * region keys (8 bytes each) where footprints are appended when they
+ * change, and the door (Loops too long). max_bytes (MT_PREDICTOR_MEM)
+ * splits a bound between them (size_for): a stream of L distinct launches
+ * an iteration of r paged regions each needs about L entries (a few more
+ * at forks) and r L keys, 64 bytes a launch at the 2.4 regions a launch
+ * of the 100B synth and the G10 traces: a million launches an iteration
+ * are named in full in 64 MiB (docs/predictor.md, "Its memory"). Until
+ * the nineteenth session (two entries a launch; 16 bytes a region, key
+ * and size; a header a footprint; power-of-two tables) 34% of such a loop
+ * was named there.
+ *
+ * Two buckets. The table is buckets of PROBE (8) entries, any number of
+ * them (a key's bucket is a multiply-shift of its hash, so a bound is
+ * used in full, not rounded down to a power of two). A key may live in
+ * either of two buckets, from the two halves of its hash; a new one goes
+ * to the emptier, which keeps them even: a million launches fill 74% of
+ * the table in 64 MiB, and 3 of them find both buckets full (with linear
+ * probing over 8 slots from one home: 7,411). A bucket fills from its
+ * first slot and nothing is deleted, only replaced in place, so a lookup
+ * stops at a bucket's first empty slot. An insert that finds both full
+ * evicts with a clock over their 16 slots: the first whose reference bit
+ * is clear (each passed entry's bit is cleared on the way), so entries
+ * used since the hand last passed survive.
  *
  * Loops too long. A loop of more launches than the table holds would, with
  * the clock alone, evict each entry before its launch came round again
  * (recency is no guide in a loop: every entry is as recent as the next
- * once a lap) and be predicted not at all (0.1% of a million-launch loop
- * in 64 MiB). So a window of `capacity` launches with more full
- * neighbourhoods than one for every eight launches turns the table to
- * overflowing for the next window, and clears every entry's reference
- * bit (from then on it means: used in this window). There a key takes the
- * place of the lowest-ranked entry of its PROBE slots not used in the
- * window, and only if it ranks higher; else it is refused (no entry; its
- * launch goes unpredicted). So the table settles on a fixed share of the
- * loop, the highest-ranked, and predicts that share every lap (34-42% of
- * that loop in 64 MiB). A rank (rank_of, 7 bits kept above the reference
- * bit) belongs to the launch whose successor an entry predicts: the pair
- * entry (prev, cur) and the launch entry of cur's successor, which holds
- * that successor's footprint, share cur's rank, so what is kept is kept
- * with its footprint. A refused key leaves a tag at the door (a 16-bit
- * slot for every two entries: 8 bits of the key, 8 of the time) that no
- * other key overwrites for half a window; refused again while it holds
- * (a short loop that came after a long one, whose keys rank low and whose
- * table is full of stale entries) it is let in, into an entry not used in
- * the window. A refused launch entry is not asked for again as the
- * previous launch's at the next observation (its own tag would let it
- * in). Footprints are kept only for launches with an entry. A window that
- * found room again turns the table back to the clock.
+ * once a lap) and be predicted not at all. So a window of `capacity`
+ * launches with more full neighbourhoods than one for every eight
+ * launches turns the table to overflowing for the next window, and clears
+ * every entry's reference bit (from then on it means: used in this
+ * window). There a key takes the place of the lowest-ranked entry of its
+ * two buckets not used in the window, and only if it ranks higher; else
+ * it is refused (no entry; its launch goes unpredicted). So the table
+ * settles on a fixed share of the loop, the highest-ranked, and predicts
+ * that share every lap (a million-launch loop in 32 MiB: 68% named from
+ * the fourth lap). A rank (rank_of, 7 bits kept above the reference bit)
+ * belongs to the launch whose successor an entry predicts: the pair entry
+ * (prev, cur) has cur's, and cur's launch entry, which holds cur's
+ * successors and its footprint, has the rank of the launch before cur.
+ * So a launch kept is named, and named with its footprint where its
+ * successor's entry was kept too (34% of that loop). A refused key leaves
+ * a tag at the door (a 16-bit slot for about every two entries: 8 bits of
+ * the key, 8 of the time) that no other key overwrites for half a window;
+ * refused again while it holds (a short loop that came after a long one,
+ * whose keys rank low and whose table is full of stale entries) it is let
+ * in, into an entry not used in the window. A refused launch entry is not
+ * asked for again as the previous launch's at the next observation (its
+ * own tag would let it in). Footprints are kept only for launches with an
+ * entry. A window that found room again turns the table back to the
+ * clock.
  *
- * Footprint ring: a footprint of n regions is a header slot {launch id, n}
- * followed by n region slots, contiguous (a footprint that would wrap round
- * the end starts over at the beginning). A launch entry remembers the header's
- * position (32-bit, wrapping); it is valid while the header still names the
- * launch and fewer than ring-size slots were appended since. An evicted or
- * overwritten footprint reads as unknown, never as someone else's.
+ * Footprint ring: a footprint of n regions is n keys, contiguous (one that
+ * would wrap round the end starts over at the beginning). A launch entry
+ * keeps its footprint's length and the low 32 bits of its position in
+ * the ring's count of slots ever appended; it is valid while fewer than
+ * ring-size slots were appended since. Every 2^30 slots appended, a sweep
+ * forgets the positions that are no longer valid, so a stale one never
+ * comes back into range when the 32 bits wrap. An evicted or overwritten
+ * footprint reads as unknown, never as someone else's. A loop whose
+ * footprints take more than the ring keeps a share of them whole
+ * (fp_share, "Footprints too many"), not none.
  *
  * Context (a third kind of entry; MT_PREDICTOR=context only). A pair is
  * not always enough: with activation checkpointing a layer's forward runs
@@ -116,25 +147,34 @@
 #include "predictor.h"
 #include "mix.h"
 
-#define MT_CORR_SUCC 2
 #define PAD_PRED 0x7f   /* launch entries: predecessor fingerprint, 1..127; 0 = none yet */
 #define PAD_MERGE 0x80  /* launch entries: a second predecessor was seen */
 #define PAD_BRANCHY 0x01 /* pair entries: the best successor changed once */
+#define LINK_FORK 0x01  /* launch entries: a second successor was seen (its pairs get entries) */
 #define REF_USED 0x01
 #define DOOR_TICKS 8    /* a tag at the door holds for this many 16ths of a window */
 #define CNT_MAX 7
-#define PROBE 8
+#define PROBE 8         /* entries a bucket; a key has two buckets (Two buckets) */
+#define HOOD (2 * PROBE) /* a key's slots, both buckets */
 #define DEFAULT_CAPACITY 65536
+#define FP_MAX 65535    /* regions in a footprint kept, at most (fplen) */
+#define SWEEP ((uint64_t)1 << 30) /* ring slots between sweeps of stale positions */
+#define RING_MAX ((size_t)1 << 29) /* ring slots, at most: between sweeps a position moves
+                                      by at most 2.5 RING_MAX + SWEEP < 2^32 slots */
 
 typedef struct entry {
-  uint64_t key;                  /* 0 = empty slot */
-  uint64_t succ[MT_CORR_SUCC];   /* successor launch ids, most frequent first */
-  uint8_t cnt[MT_CORR_SUCC];     /* recency-weighted counts, 0..CNT_MAX */
-  uint8_t ref;                   /* REF_USED: the clock's reference bit; above it, the
-                                    entry's rank (Loops too long) */
-  uint8_t pad;                   /* PAD_* flags, by entry kind */
-  uint32_t fp;                   /* launch entries: footprint header position;
-                                    pair entries: the context of the last learn */
+  uint64_t key;      /* 0 = empty slot */
+  uint64_t succ;     /* the best successor's launch id (when cnt[0] > 0) */
+  uint32_t rival;    /* the second successor's fingerprint (when cnt[1] > 0) */
+  uint32_t fp;       /* launch entries: footprint position (low 32 bits);
+                        pair entries: the context of the last learn */
+  uint16_t fplen;    /* launch entries: regions in the footprint, 0 = none */
+  uint8_t cnt[2];    /* recency-weighted counts of succ and rival, 0..CNT_MAX */
+  uint8_t ref;       /* REF_USED: the clock's reference bit; above it, the
+                        entry's rank (Loops too long) */
+  uint8_t pad;       /* PAD_* flags, by entry kind */
+  uint16_t link;     /* launch entries: LINK_FORK, and above it the predecessor's
+                        print (prev_print) when the entry last learned */
 } entry_t;
 
 _Static_assert(sizeof(entry_t) == 32, "an entry is documented as 32 bytes");
@@ -148,7 +188,7 @@ _Static_assert(sizeof(entry_t) == 32, "an entry is documented as 32 bytes");
 typedef struct walk {
   uint64_t id[WALK];
   double prob[WALK];   /* that step's probability */
-  const mt_pred_region_t *fp[WALK]; /* its footprint (ring), NULL if unknown */
+  const uint64_t *fp[WALK]; /* its footprint (ring), NULL if unknown */
   uint32_t fpn[WALK];  /* regions in fp */
   uint32_t ctx[WALK];  /* the context with that step as the current launch */
   uint32_t start, n;
@@ -159,10 +199,16 @@ typedef struct walk {
 
 struct mt_predictor {
   entry_t *tab;
-  size_t mask;            /* capacity - 1 */
-  mt_pred_region_t *ring; /* footprint ring */
-  uint32_t ring_mask;     /* ring slots - 1 */
-  uint32_t ring_head;     /* next slot to write, wrapping */
+  size_t cap;             /* entries */
+  uint64_t *ring;         /* footprint ring: region keys */
+  size_t ring_size;       /* its slots */
+  uint64_t ring_head;     /* slots ever appended (skipped ones included) */
+  size_t head_slot;       /* ring_head % ring_size */
+  uint64_t sweep_at;      /* ring_head at which stale positions are next forgotten */
+  uint8_t fp_floor;       /* footprints of entries ranked below it are not kept (Footprints
+                             too many); 128: none */
+  uint64_t win_keys;      /* region keys observed in this window */
+  size_t ranked[128];     /* the table's entries of each rank */
   uint64_t prev, cur;     /* last two observed launches; 0 = none yet */
   uint32_t ctx;           /* the context at cur (see Context); 0 = none yet */
   uint64_t merge;         /* the last merge point observed (ctx's), 0 = none */
@@ -188,12 +234,31 @@ static inline uint64_t launch_key(uint64_t id) {
   return nonzero(_mt_mix64(id ^ 0x6c61756e6368ULL));
 }
 
+/* prev's print as the first of a pair, 1..32767: pairs are keyed by it,
+   not by prev's id, so that a launch entry can name the pair its last
+   successor came after (Forks) in the 15 bits it has for it. Two
+   predecessors of one fork with one print share a pair: a misprediction
+   at worst. */
+static inline uint16_t prev_print(uint64_t prev) {
+  return (uint16_t)(1 + _mt_mix64(prev ^ 0x70726576ULL) % 32767);
+}
+
+static inline uint64_t pair_key_print(uint16_t pp, uint64_t cur) {
+  return nonzero(_mt_mix64((uint64_t)pp * 0x9e3779b97f4a7c15ULL ^ _mt_mix64(cur)));
+}
+
 static inline uint64_t pair_key(uint64_t prev, uint64_t cur) {
-  return nonzero(_mt_mix64(prev * 0x9e3779b97f4a7c15ULL ^ _mt_mix64(cur)));
+  return pair_key_print(prev_print(prev), cur);
 }
 
 static inline uint64_t ctx_key(uint64_t prev, uint64_t cur, uint32_t ctx) {
   return nonzero(_mt_mix64(pair_key(prev, cur) ^ ((uint64_t)ctx << 32 | 0x637478u)));
+}
+
+/* A rival's fingerprint. Two successors with one fingerprint count as one
+   (the second is taken for the first): a misprediction, never more. */
+static inline uint32_t rival_print(uint64_t id) {
+  return (uint32_t)(_mt_mix64(id ^ 0x726976616cULL) >> 32);
 }
 
 /* pred's fingerprint as a predecessor, 1..PAD_PRED */
@@ -212,20 +277,35 @@ static inline uint32_t ctx_next(const mt_predictor_t *p, size_t i, uint64_t cur,
   return i != SIZE_MAX && (p->tab[i].pad & PAD_MERGE) ? ctx_of(next, pred_print(cur)) : ctx;
 }
 
-static size_t pow2_at_least(size_t n) {
-  size_t p = 1;
-  while (p < n) p <<= 1;
-  return p;
+/* A key's first slot: keys are mixed, so their high bits scaled to the
+   capacity spread as well as a mask would, for any capacity. */
+static inline size_t home_of(const mt_predictor_t *p, uint64_t key) {
+  return (size_t)(((unsigned __int128)key * (p->cap / PROBE)) >> 64) * PROBE;
+}
+
+/* The two buckets' first slots: the second from the key's other half. */
+static inline void homes(const mt_predictor_t *p, uint64_t key, size_t *h1, size_t *h2) {
+  *h1 = home_of(p, key);
+  *h2 = home_of(p, key << 32 | key >> 32);
+}
+
+/* The slot holding key in the bucket starting at h, or SIZE_MAX; *fill: the
+   bucket's entries. A bucket fills from its first slot, and nothing leaves
+   a slot empty again, so its first empty slot ends the search. */
+static inline size_t in_bucket(const mt_predictor_t *p, size_t h, uint64_t key, size_t *fill) {
+  size_t k = 0;
+  for (; k < PROBE && p->tab[h + k].key != 0; k++)
+    if (p->tab[h + k].key == key) return h + k;
+  *fill = k;
+  return SIZE_MAX;
 }
 
 /* The slot holding key, or SIZE_MAX. */
 static size_t find(const mt_predictor_t *p, uint64_t key) {
-  size_t i = (size_t)key & p->mask;
-  for (int k = 0; k < PROBE; k++, i = (i + 1) & p->mask) {
-    if (p->tab[i].key == key) return i;
-    if (p->tab[i].key == 0) return SIZE_MAX;
-  }
-  return SIZE_MAX;
+  size_t h1, h2, fill, i;
+  homes(p, key, &h1, &h2);
+  if ((i = in_bucket(p, h1, key, &fill)) != SIZE_MAX) return i;
+  return in_bucket(p, h2, key, &fill);
 }
 
 /* The rank, for a place in an overflowing table, of the entries that
@@ -238,30 +318,38 @@ static inline uint8_t rank(const entry_t *e) {
   return (uint8_t)(e->ref >> 1);
 }
 
+/* Windows of table-sized launches, in 16ths: the door's clock. */
+static inline uint8_t door_now(const mt_predictor_t *p) {
+  return (uint8_t)(p->st.observed / ((p->cap - 1) / 16 + 1));
+}
+
 /* The slot holding key, inserting it (empty successors) with the rank of
    the launch `of` (rank_of: computed only then) if absent; may evict, or,
    while the table overflows, refuse (SIZE_MAX). */
 static size_t find_or_insert(mt_predictor_t *p, uint64_t key, uint64_t of) {
-  size_t home = (size_t)key & p->mask, i = home;
-  for (int k = 0; k < PROBE; k++, i = (i + 1) & p->mask) {
-    if (p->tab[i].key == key) {
-      p->tab[i].ref |= REF_USED;
-      return i;
-    }
-    if (p->tab[i].key == 0) goto claim;
+  size_t h1, h2, f1, f2, i;
+  homes(p, key, &h1, &h2);
+  if ((i = in_bucket(p, h1, key, &f1)) != SIZE_MAX || (i = in_bucket(p, h2, key, &f2)) != SIZE_MAX) {
+    p->tab[i].ref |= REF_USED;
+    return i;
+  }
+  if (f1 < PROBE || f2 < PROBE) { /* the emptier bucket: two choices keep them even */
+    i = f1 <= f2 ? h1 + f1 : h2 + f2;
+    goto claim;
   }
   p->win_full++;
   if (p->overflow) {
-    /* Loops too long: the lowest-ranked entry of the PROBE slots not used
-       in this window goes, for a key ranked higher, or for one refused not
-       long ago (its tag still at the door: a short loop after a long one). */
+    /* Loops too long: the lowest-ranked entry of the neighbourhood not
+       used in this window goes, for a key ranked higher, or for one
+       refused not long ago (its tag still at the door: a short loop after
+       a long one). */
     size_t low = SIZE_MAX;
-    for (int k = 0; k < PROBE; k++) {
-      size_t j = (home + (size_t)k) & p->mask;
-      if (!(p->tab[j].ref & REF_USED) && (low == SIZE_MAX || rank(&p->tab[j]) < rank(&p->tab[low]))) low = j;
+    for (int k = 0; k < HOOD; k++) {
+      i = k < PROBE ? h1 + (size_t)k : h2 + (size_t)(k - PROBE);
+      if (!(p->tab[i].ref & REF_USED) && (low == SIZE_MAX || rank(&p->tab[i]) < rank(&p->tab[low]))) low = i;
     }
     uint16_t *d = &p->door[(size_t)(key >> 24) & p->door_mask];
-    const uint8_t now = (uint8_t)(p->st.observed / (p->mask / 16 + 1)), kb = (uint8_t)(key >> 56);
+    const uint8_t now = door_now(p), kb = (uint8_t)(key >> 56);
     const bool recent = (uint8_t)(now - (uint8_t)*d) < DOOR_TICKS, known = recent && (*d >> 8) == kb;
     if (low == SIZE_MAX || (rank_of(of) <= rank(&p->tab[low]) && !known)) {
       if (!recent) *d = (uint16_t)(kb << 8 | now); /* a recent tag stays: its key comes first */
@@ -271,19 +359,20 @@ static size_t find_or_insert(mt_predictor_t *p, uint64_t key, uint64_t of) {
     if (known) *d = (uint8_t)(now - DOOR_TICKS); /* used: expired */
     i = low;
   } else {
-    /* A clock over the PROBE slots. Two passes at most: the first clears
-       every bit it passes. */
-    i = home;
-    for (int k = 0; k < 2 * PROBE; k++, i = (i + 1) & p->mask) {
-      if (k == PROBE) i = home;
+    /* A clock over the neighbourhood. Two passes at most: the first
+       clears every bit it passes. */
+    for (int k = 0; k < 2 * HOOD; k++) {
+      i = k % HOOD < PROBE ? h1 + (size_t)(k % HOOD) : h2 + (size_t)(k % HOOD - PROBE);
       if (!(p->tab[i].ref & REF_USED)) break;
       p->tab[i].ref &= (uint8_t)~REF_USED;
     }
   }
   p->st.evictions++;
   p->epoch++;
+  p->ranked[rank(&p->tab[i])]--;
 claim:
-  p->tab[i] = (entry_t){.key = key, .ref = (uint8_t)(REF_USED | rank_of(of) << 1), .fp = p->ring_head - p->ring_mask - 2}; /* no footprint */
+  p->tab[i] = (entry_t){.key = key, .ref = (uint8_t)(REF_USED | rank_of(of) << 1)}; /* no footprint */
+  p->ranked[rank(&p->tab[i])]++;
   return i;
 }
 
@@ -293,36 +382,37 @@ static inline bool walk_visible(const entry_t *e, uint64_t s0, uint8_t c0, uint8
   unsigned n0 = e->cnt[0], n1 = e->cnt[1];
   if ((c0 == 0) != (n0 == 0)) return true;
   if (n0 == 0) return false; /* no successor before or after */
-  return e->succ[0] != s0 || (unsigned)c0 * (n0 + n1) != n0 * ((unsigned)c0 + c1);
+  return e->succ != s0 || (unsigned)c0 * (n0 + n1) != n0 * ((unsigned)c0 + c1);
 }
 
 /* Records that e was followed by next (the relearning rule above); returns
    whether a walk could tell: its best successor or that one's probability
    changed (a count rising from 2 to 3 with no rival changes neither, so a
-   warming table does not keep invalidating the cached walk). */
+   warming table does not keep invalidating the cached walk). The counts
+   keep cnt[0] >= cnt[1], so a rival is promoted only when it is observed,
+   and its id is at hand then. */
 static bool learn(entry_t *e, uint64_t next) {
-  uint8_t c0 = e->cnt[0], c1 = e->cnt[1];
-  uint64_t s0 = e->succ[0];
-  int hit = -1;
-  for (int j = 0; j < MT_CORR_SUCC; j++) {
-    if (e->cnt[j] && e->succ[j] == next) hit = j;
-    else if (e->cnt[j]) e->cnt[j]--;
-  }
+  const uint8_t c0 = e->cnt[0], c1 = e->cnt[1];
+  const uint64_t s0 = e->succ;
+  const uint32_t f = rival_print(next);
+  int hit = c0 && e->succ == next ? 0 : c1 && e->rival == f ? 1 : -1;
+  if (hit != 0 && e->cnt[0]) e->cnt[0]--;
+  if (hit != 1 && e->cnt[1]) e->cnt[1]--;
   if (hit < 0) {
     /* Replace the weakest slot if it has died out. */
     int w = e->cnt[0] <= e->cnt[1] ? 0 : 1;
     if (e->cnt[w] != 0) return walk_visible(e, s0, c0, c1);
-    e->succ[w] = next;
+    if (w == 0) e->succ = next;
+    else e->rival = f;
     e->cnt[w] = 1;
     hit = w;
   } else if (e->cnt[hit] < CNT_MAX) {
     e->cnt[hit]++;
   }
   if (hit == 1 && e->cnt[1] > e->cnt[0]) {
-    uint64_t s = e->succ[0];
-    uint8_t c = e->cnt[0];
-    e->succ[0] = e->succ[1], e->cnt[0] = e->cnt[1];
-    e->succ[1] = s, e->cnt[1] = c;
+    const uint8_t c = e->cnt[0];
+    e->rival = rival_print(e->succ), e->succ = next;
+    e->cnt[0] = e->cnt[1], e->cnt[1] = c;
   }
   return walk_visible(e, s0, c0, c1);
 }
@@ -332,67 +422,96 @@ static bool best(const mt_predictor_t *p, size_t i, uint64_t *next, double *prob
   if (i == SIZE_MAX) return false;
   const entry_t *e = &p->tab[i];
   if (e->cnt[0] == 0) return false;
-  *next = e->succ[0];
+  *next = e->succ;
   *prob = (double)e->cnt[0] / (double)(e->cnt[0] + e->cnt[1]);
   return true;
 }
 
-/* One step of the walk from (prev, cur) in context ctx: the next launch and
-   its probability. */
-static bool step(const mt_predictor_t *p, uint64_t prev, uint64_t cur, uint32_t ctx, uint64_t *next,
+/* One step of the walk from (prev, cur) in context ctx, cur's launch
+   entry being slot l: the next launch and its probability. */
+static bool step(const mt_predictor_t *p, uint64_t prev, uint64_t cur, size_t l, uint32_t ctx, uint64_t *next,
                  double *prob) {
+  if (l == SIZE_MAX) return false;
+  if (!(p->tab[l].link & LINK_FORK)) return best(p, l, next, prob);
   size_t i = find(p, pair_key(prev, cur));
   if (i != SIZE_MAX && (p->tab[i].pad & PAD_BRANCHY) && best(p, find(p, ctx_key(prev, cur, ctx)), next, prob))
     return true;
   if (best(p, i, next, prob)) return true;
-  if (best(p, find(p, launch_key(cur)), next, prob)) {
+  if (best(p, l, next, prob)) {
     *prob *= 0.5;
     return true;
   }
   return false;
 }
 
-/* Whether launch entry i holds a live footprint for id; its length in *len. */
-static bool fp_valid(const mt_predictor_t *p, size_t i, uint64_t id, uint32_t *len) {
-  if (i == SIZE_MAX) return false;
-  uint32_t pos = p->tab[i].fp, dist = p->ring_head - pos;
-  const mt_pred_region_t *h = &p->ring[pos & p->ring_mask];
-  /* the header names id, and neither it nor its regions were overwritten */
-  if (h->key != id || h->bytes >= dist || dist > p->ring_mask + 1u) return false;
-  *len = (uint32_t)h->bytes;
-  return true;
-}
-
-/* The footprint stored for launch entry i (id), or NULL with *n = 0. */
-static const mt_pred_region_t *footprint(const mt_predictor_t *p, size_t i, uint64_t id, uint32_t *n) {
-  uint32_t len;
+/* The footprint of launch entry i (NULL with *n = 0 when it has none, or
+   it was overwritten since). */
+static const uint64_t *footprint(const mt_predictor_t *p, size_t i, uint32_t *n) {
   *n = 0;
-  if (!fp_valid(p, i, id, &len) || len == 0) return NULL;
-  *n = len;
-  return &p->ring[(p->tab[i].fp + 1) & p->ring_mask];
+  if (i == SIZE_MAX || p->tab[i].fplen == 0) return NULL;
+  const uint32_t dist = (uint32_t)p->ring_head - p->tab[i].fp;
+  if (dist > p->ring_size) return NULL;
+  *n = p->tab[i].fplen;
+  return &p->ring[p->head_slot >= dist ? p->head_slot - dist : p->head_slot + p->ring_size - dist];
 }
 
-static bool same_footprint(const mt_predictor_t *p, uint32_t pos, const mt_pred_region_t *r, size_t n) {
-  for (size_t k = 0; k < n; k++) {
-    const mt_pred_region_t *s = &p->ring[(pos + 1 + (uint32_t)k) & p->ring_mask];
-    if (s->key != r[k].key || s->bytes != r[k].bytes) return false;
-  }
-  return true;
+/* Forgets the footprint positions no longer valid, before the 32 bits
+   kept of them wrap (Footprint ring). Once every SWEEP slots appended. */
+static void sweep(mt_predictor_t *p) {
+  for (size_t j = 0; j < p->cap; j++)
+    if (p->tab[j].fplen != 0 && (uint32_t)p->ring_head - p->tab[j].fp > p->ring_size) p->tab[j].fplen = 0;
+  p->sweep_at = p->ring_head + SWEEP;
 }
 
-/* Appends id's footprint to the ring unless the stored one is the same. */
-static void store_footprint(mt_predictor_t *p, size_t i, uint64_t id, const mt_pred_region_t *r, size_t n) {
+/* Appends launch entry i's footprint to the ring unless the stored one is
+   the same. */
+static void store_footprint(mt_predictor_t *p, size_t i, const uint64_t *keys, size_t n) {
   uint32_t have;
-  if (fp_valid(p, i, id, &have) && have == n && same_footprint(p, p->tab[i].fp, r, n)) return;
-  if (n + 1 > (size_t)p->ring_mask / 2) return; /* too big to keep: reads as unknown */
-  uint32_t pos = p->ring_head, off = pos & p->ring_mask;
-  /* a footprint is handed out as one array: never wrap it round the end */
-  if (off + n + 1 > (size_t)p->ring_mask + 1) pos += p->ring_mask + 1 - off;
-  p->ring[pos & p->ring_mask] = (mt_pred_region_t){.key = id, .bytes = n};
-  for (size_t k = 0; k < n; k++) p->ring[(pos + 1 + (uint32_t)k) & p->ring_mask] = r[k];
-  p->ring_head = pos + 1 + (uint32_t)n;
-  p->tab[i].fp = pos;
+  const uint64_t *old = footprint(p, i, &have);
+  if (have == n && (n == 0 || memcmp(old, keys, n * sizeof(*keys)) == 0)) return;
+  entry_t *e = &p->tab[i];
+  const bool low = rank(e) < p->fp_floor;
+  if (n > FP_MAX || n > p->ring_size / 2 || low) { /* too big to keep, or not its turn: unknown */
+    p->st.fp_dropped += low;
+    if (e->fplen != 0) p->epoch++;
+    e->fplen = 0;
+    return;
+  }
+  if (p->head_slot + n > p->ring_size) { /* a footprint is handed out as one array: never wrap it */
+    p->ring_head += p->ring_size - p->head_slot;
+    p->head_slot = 0;
+  }
+  memcpy(&p->ring[p->head_slot], keys, n * sizeof(*keys));
+  e->fp = (uint32_t)p->ring_head;
+  e->fplen = (uint16_t)n;
+  p->ring_head += n;
+  p->head_slot += n;
+  if (p->head_slot == p->ring_size) p->head_slot = 0;
+  if (p->ring_head >= p->sweep_at) sweep(p);
   p->epoch++; /* cached footprint pointers may now be overwritten */
+}
+
+/* Footprints too many: at the end of a window, the keys its launches'
+   footprints would take, one footprint for each entry in the table (a
+   launch entry, most of them). More than the ring holds, and each lap
+   would overwrite footprints before their launches came round again, none
+   found; so only entries ranked at or above a floor keep theirs, as many
+   as fill 7/8 of the ring, and those stay whole from lap to lap. The
+   floor is read off the table's ranks (an overflowing table holds the
+   highest-ranked: Loops too long). Fewer than the ring holds, all are
+   kept: each is written once and is still there a lap later. */
+static void fp_share(mt_predictor_t *p) {
+  const double per = (double)p->win_keys / (double)p->win_obs; /* keys a launch */
+  size_t entries = 0;
+  for (int r = 0; r < 128; r++) entries += p->ranked[r];
+  uint8_t floor = 0;
+  if ((double)entries * per > (double)p->ring_size) {
+    const double room = (double)p->ring_size * 7 / 8 / per; /* footprints */
+    size_t kept = 0;
+    for (floor = 128; floor > 0 && (double)(kept + p->ranked[floor - 1]) <= room; floor--) kept += p->ranked[floor - 1];
+  }
+  if (floor != p->fp_floor) p->epoch++;
+  p->fp_floor = floor;
 }
 
 /* Extends the cached walk w to at least want steps (or until it ends);
@@ -409,42 +528,41 @@ static bool extend(const mt_predictor_t *p, walk_t *w, uint32_t want) {
     } else {
       prev = p->prev, cur = p->cur;
     }
-    if (!step(p, prev, cur, ctx, &next, &prob)) {
+    if (!step(p, prev, cur, find(p, launch_key(cur)), ctx, &next, &prob)) {
       w->ended = true;
       break;
     }
     uint32_t j = (w->start + w->n) % WALK;
     size_t li = find(p, launch_key(next));
     w->id[j] = next, w->prob[j] = prob;
-    w->fp[j] = footprint(p, li, next, &w->fpn[j]);
+    w->fp[j] = footprint(p, li, &w->fpn[j]);
     w->ctx[j] = ctx_next(p, li, cur, next, ctx);
     w->n++;
   }
   return w->n > 0;
 }
 
-/* The door's slots for a table of cap entries: one for every two. */
+/* The door's slots for a table of cap entries: about one for every two,
+   a power of two. */
 static size_t door_slots(size_t cap) {
-  return cap / 2 > 16 ? cap / 2 : 16;
+  size_t d = 16;
+  while (d * 4 <= cap) d <<= 1;
+  return d;
 }
 
-static size_t pow2_at_most(size_t n) {
-  size_t p = 1;
-  while (p <= n / 2) p <<= 1;
-  return p;
-}
-
-/* A memory bound: a third to the table (two entries a launch), its door
-   (a 32nd of the table's bytes), the rest to the footprints (a launch of
-   six regions takes seven slots), each the largest power of two that
-   fits. 32 MiB: 262,144 entries (8 MiB), 256 KiB of door and 1,048,576
-   region slots (16 MiB), room for some 100,000 launches an iteration. */
+/* A memory bound: 11/16 to the table and its door (a slot of 2 bytes for
+   about every two entries), the rest to the footprints. At the 100B synth
+   trace's 2.4 regions a launch, a launch takes an entry (32 bytes, at
+   most 3/4 of the table full: 43) and 2.4 keys (19 bytes): 64M holds
+   1,400,000 entries and 2,600,000 keys, room for a million launches an
+   iteration; 32M (the default) for about half a million. */
 static void size_for(size_t bytes, size_t *cap, size_t *rs) {
   if (bytes < MT_PREDICTOR_MEM_MIN) bytes = MT_PREDICTOR_MEM_MIN;
   bytes -= sizeof(mt_predictor_t);
-  *cap = pow2_at_most(bytes / 3 / sizeof(entry_t));
-  *rs = pow2_at_most((bytes - *cap * sizeof(entry_t) - door_slots(*cap) * sizeof(uint16_t)) /
-                     sizeof(mt_pred_region_t));
+  const size_t table = bytes / 16 * 11;
+  *cap = table / (sizeof(entry_t) + sizeof(uint16_t)) / PROBE * PROBE;
+  while (*cap * sizeof(entry_t) + door_slots(*cap) * sizeof(uint16_t) > table) *cap -= PROBE;
+  *rs = (bytes - *cap * sizeof(entry_t) - door_slots(*cap) * sizeof(uint16_t)) / sizeof(uint64_t);
 }
 
 static mt_predictor_t *create(const mt_predictor_config_t *cfg, bool context) {
@@ -453,15 +571,15 @@ static mt_predictor_t *create(const mt_predictor_config_t *cfg, bool context) {
     size_for(cfg->max_bytes, &cap, &rs);
   } else {
     cap = cfg && cfg->capacity ? cfg->capacity : DEFAULT_CAPACITY;
-    cap = pow2_at_least(cap < PROBE ? PROBE : cap);
+    cap = cap < PROBE ? PROBE : (cap + PROBE - 1) / PROBE * PROBE; /* whole buckets */
     rs = cfg && cfg->footprint_regions ? cfg->footprint_regions : 4 * cap;
-    rs = pow2_at_least(rs < 64 ? 64 : rs);
+    if (rs < 64) rs = 64;
   }
-  if (rs > ((size_t)1 << 31)) rs = (size_t)1 << 31;
+  if (rs > RING_MAX) rs = RING_MAX;
   mt_predictor_t *p = calloc(1, sizeof(*p));
   if (p == NULL) return NULL;
   p->tab = calloc(cap, sizeof(entry_t));
-  p->ring = calloc(rs, sizeof(mt_pred_region_t));
+  p->ring = calloc(rs, sizeof(uint64_t));
   p->door = calloc(door_slots(cap), sizeof(uint16_t));
   if (p->tab == NULL || p->ring == NULL || p->door == NULL) {
     free(p->tab);
@@ -470,13 +588,13 @@ static mt_predictor_t *create(const mt_predictor_config_t *cfg, bool context) {
     free(p);
     return NULL;
   }
-  p->mask = cap - 1;
+  p->cap = cap;
   p->door_mask = door_slots(cap) - 1;
-  p->ring_mask = (uint32_t)(rs - 1);
+  p->ring_size = rs;
+  p->sweep_at = SWEEP;
   p->cur_slot = SIZE_MAX;
   p->context = context;
-  p->st.table_bytes = sizeof(*p) + cap * sizeof(entry_t) + rs * sizeof(mt_pred_region_t) +
-                      door_slots(cap) * sizeof(uint16_t);
+  p->st.table_bytes = sizeof(*p) + cap * sizeof(entry_t) + rs * sizeof(uint64_t) + door_slots(cap) * sizeof(uint16_t);
   return p;
 }
 
@@ -501,13 +619,32 @@ static void learn_at(mt_predictor_t *p, size_t i, uint64_t next) {
   if (i != SIZE_MAX) p->epoch += learn(&p->tab[i], next);
 }
 
-/* (prev, cur) was followed by id: the pair entry learns it and, once
-   branchy, so does the context entry (Context above). */
-static void learn_pair(mt_predictor_t *p, uint64_t id) {
+/* A fork was found at cur: the pair its earlier successors came after
+   (print last) starts with what cur's launch entry knew then (seed), as
+   if pairs had been kept for cur all along. */
+static void seed_pair(mt_predictor_t *p, uint16_t last, const entry_t *seed) {
+  size_t i = find_or_insert(p, pair_key_print(last, p->cur), p->cur);
+  if (i == SIZE_MAX || p->tab[i].cnt[0] > 0) return; /* no room, or it knows better */
+  entry_t *e = &p->tab[i];
+  e->succ = seed->succ, e->rival = seed->rival;
+  e->cnt[0] = seed->cnt[0], e->cnt[1] = seed->cnt[1];
+  p->epoch++;
+}
+
+/* (prev, cur) was followed by id, and cur is a fork: the pair entry learns
+   it and, once branchy, so does the context entry (Context above). seed:
+   cur was found a fork just now after the pair its earlier successors
+   came after too (a detour): the pair starts from what cur knew, so one
+   detour costs the usual successor one count, as anywhere else. */
+static void learn_pair(mt_predictor_t *p, uint64_t id, const entry_t *seed) {
   size_t i = find_or_insert(p, pair_key(p->prev, p->cur), p->cur); /* it predicts the launch after cur */
   if (i == SIZE_MAX) return; /* no room (Loops too long) */
   entry_t *e = &p->tab[i];
-  uint64_t top = e->succ[0];
+  if (seed != NULL && e->cnt[0] == 0) {
+    e->succ = seed->succ, e->rival = seed->rival;
+    e->cnt[0] = seed->cnt[0], e->cnt[1] = seed->cnt[1];
+  }
+  uint64_t top = e->succ;
   uint32_t top_ctx = e->fp; /* the context of its last learn */
   bool had = e->cnt[0] > 0;
   p->epoch += learn(e, id);
@@ -533,29 +670,44 @@ static void learn_pair(mt_predictor_t *p, uint64_t id) {
   learn_at(p, find_or_insert(p, ctx_key(p->prev, p->cur, p->ctx), p->cur), id);
 }
 
-static bool corr_observe(mt_predictor_t *p, uint64_t id, const mt_pred_region_t *r, size_t n) {
+static bool corr_observe(mt_predictor_t *p, uint64_t id, const uint64_t *keys, size_t n) {
   bool hit = p->has_expected && p->expected == id;
   p->st.observed++;
-  if (++p->win_obs > p->mask) { /* a window of `capacity` launches: did it overflow? */
+  p->win_keys += n;
+  if (++p->win_obs >= p->cap) { /* a window of `capacity` launches: did it overflow? */
     p->overflow = p->win_full * 8 > p->win_obs;
-    p->win_obs = p->win_full = 0;
+    fp_share(p);
+    p->win_obs = p->win_full = p->win_keys = 0;
     if (p->overflow) /* from now on, used means used in this window */
-      for (size_t j = 0; j <= p->mask; j++) p->tab[j].ref &= (uint8_t)~REF_USED;
+      for (size_t j = 0; j < p->cap; j++) p->tab[j].ref &= (uint8_t)~REF_USED;
   }
   p->st.predicted += hit;
   if (p->st.observed > 1) {
-    /* first order: cur -> id; the cached slot may have been evicted since */
+    /* cur -> id; the cached slot may have been evicted since */
     uint64_t ck = launch_key(p->cur);
     size_t cs = p->cur_slot == SIZE_MAX            ? SIZE_MAX
                 : p->tab[p->cur_slot].key == ck ? p->cur_slot
                                                 : find_or_insert(p, ck, p->prev);
-    learn_at(p, cs, id);
+    if (cs != SIZE_MAX) {
+      entry_t *c = &p->tab[cs];
+      const uint16_t pp = prev_print(p->prev), last = c->link >> 1;
+      entry_t seed = *c; /* what the launch knew before this turn (Forks) */
+      bool fork = false;
+      if (!(c->link & LINK_FORK) && c->cnt[0] > 0 && c->succ != id) {
+        fork = true; /* from now on its pairs tell its successors apart */
+        p->epoch++;
+      }
+      p->epoch += learn(c, id);
+      c->link = (uint16_t)(pp << 1 | (fork || (c->link & LINK_FORK)));
+      /* the pairs learn after the launch entry: their inserts may evict it */
+      if (fork && last != 0 && last != pp) seed_pair(p, last, &seed);
+      if ((fork || (seed.link & LINK_FORK)) && p->st.observed > 2) learn_pair(p, id, fork && last == pp ? &seed : NULL);
+    }
   }
-  if (p->st.observed > 2) learn_pair(p, id);
   /* its footprint is wanted where the launch before it is predicted from:
      the same rank as that launch's pair entry */
   size_t s = find_or_insert(p, launch_key(id), p->cur);
-  if (s != SIZE_MAX) store_footprint(p, s, id, r, n);
+  if (s != SIZE_MAX) store_footprint(p, s, keys, n);
   if (p->context && p->st.observed > 1 && s != SIZE_MAX) { /* a merge point: the context is who led here */
     entry_t *e = &p->tab[s];
     uint8_t f = pred_print(p->cur);
@@ -590,20 +742,20 @@ static size_t corr_predict(mt_predictor_t *p, mt_pred_launch_t *out, size_t max)
       conf *= w->prob[j];
       out[k].id = w->id[j];
       out[k].confidence = conf;
-      out[k].regions = w->fp[j];
-      out[k].nregions = w->fpn[j];
+      out[k].keys = w->fp[j];
+      out[k].nkeys = w->fpn[j];
     }
     return k;
   }
   uint64_t prev = p->prev, cur = p->cur, next;
   uint32_t ctx = p->ctx;
   double prob;
-  while (k < max && step(p, prev, cur, ctx, &next, &prob)) {
+  while (k < max && step(p, prev, cur, find(p, launch_key(cur)), ctx, &next, &prob)) {
     size_t li = find(p, launch_key(next));
     conf *= prob;
     out[k].id = next;
     out[k].confidence = conf;
-    out[k].regions = footprint(p, li, next, &out[k].nregions);
+    out[k].keys = footprint(p, li, &out[k].nkeys);
     ctx = ctx_next(p, li, cur, next, ctx);
     prev = cur, cur = next;
     k++;

@@ -21,8 +21,8 @@ static void none_destroy(mt_predictor_t *p) {
   free(p);
 }
 
-static bool none_observe(mt_predictor_t *p, uint64_t id, const mt_pred_region_t *r, size_t n) {
-  (void)id, (void)r, (void)n;
+static bool none_observe(mt_predictor_t *p, uint64_t id, const uint64_t *keys, size_t n) {
+  (void)id, (void)keys, (void)n;
   p->observed++;
   return false;
 }

@@ -27,31 +27,29 @@
 
 typedef struct mt_predictor mt_predictor_t;
 
-/* One region of a launch footprint: a stable key and its size. */
-typedef struct mt_pred_region {
-  uint64_t key;   /* region key, see above */
-  uint64_t bytes; /* region size in bytes */
-} mt_pred_region_t;
-
-/* One predicted launch. */
+/* One predicted launch. A footprint is the keys of the regions a launch
+   used, in slot order; sizes belong to the regions, which the caller
+   knows (a predictor that stored them would spend on every reference what
+   one number per region says: docs/predictor.md, "Its memory"). */
 typedef struct mt_pred_launch {
   uint64_t id;        /* launch identity */
   double confidence;  /* probability estimate in (0, 1] that the stream
                          reaches this launch as predicted; non-increasing
                          along one prediction */
-  const mt_pred_region_t *regions; /* its last observed footprint, owned by
-                         the predictor, valid until the next observe() or
-                         destroy(); NULL when unknown */
-  uint32_t nregions;  /* entries in regions (0 when unknown) */
+  const uint64_t *keys; /* its last observed footprint's region keys, owned
+                         by the predictor, valid until the next observe()
+                         or destroy(); NULL when unknown */
+  uint32_t nkeys;     /* entries in keys (0 when unknown) */
 } mt_pred_launch_t;
 
 typedef struct mt_predictor_config {
-  size_t capacity;          /* table entries (rounded up to a power of
-                               two); 0 = 65536. Each launch identity and
-                               each (previous, current) pair seen takes one
-                               entry; cold entries are evicted. */
-  size_t footprint_regions; /* regions kept across all footprints (rounded
-                               up to a power of two); 0 = 4 * capacity */
+  size_t capacity;          /* table entries; 0 = 65536. Each launch
+                               identity takes one entry, and so does each
+                               (previous, current) pair whose current
+                               launch was seen with more than one
+                               successor; cold entries are evicted. */
+  size_t footprint_regions; /* region keys kept across all footprints;
+                               0 = 4 * capacity */
   size_t max_bytes;         /* nonzero: a bound on the predictor's memory
                                (tables and footprints) instead; it sizes
                                them itself to fit (MT_PREDICTOR_MEM; at
@@ -68,6 +66,8 @@ typedef struct mt_predictor_stats {
   uint64_t evictions;  /* table entries replaced by a newer key */
   uint64_t refused;    /* keys given no entry: the table overflowed (a loop
                           longer than it holds keeps the entries it has) */
+  uint64_t fp_dropped; /* footprints not kept: the footprints of a loop take
+                          more room than the ring has (a share is kept) */
   size_t table_bytes;  /* memory held by tables and footprints */
 } mt_predictor_stats_t;
 
@@ -77,13 +77,12 @@ typedef struct mt_predictor_ops {
      (defaults). The caller frees it with destroy(). */
   mt_predictor_t *(*create)(const mt_predictor_config_t *cfg);
   void (*destroy)(mt_predictor_t *p);
-  /* Observe one launch and its footprint (copied; regions may be NULL when
-     nregions is 0). Returns true when it was the launch the predictor
+  /* Observe one launch and its footprint's region keys (copied; keys may
+     be NULL when nkeys is 0). Returns true when it was the launch the predictor
      expected next (what predict() would have put first), false on a
      divergence or when there was no prediction. After a divergence the next
      predict() walks from the observed launch: nothing else to do. */
-  bool (*observe)(mt_predictor_t *p, uint64_t launch_id,
-                  const mt_pred_region_t *regions, size_t nregions);
+  bool (*observe)(mt_predictor_t *p, uint64_t launch_id, const uint64_t *keys, size_t nkeys);
   /* Fills out[0..max) with the expected next launches, nearest first;
      returns the count (0 when it knows nothing). */
   size_t (*predict)(mt_predictor_t *p, mt_pred_launch_t *out, size_t max);

@@ -7,6 +7,7 @@
  * tests (suite "context") and tells recomputed layers apart.
  */
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "predictor.h"
@@ -18,14 +19,20 @@ static const mt_predictor_ops_t *C(void) {
 }
 
 /* Launch ids 1000+i; launch i has (i % 5) + 1 regions keyed 100*i + k. */
-static size_t fp_of(uint64_t id, mt_pred_region_t *r) {
+static size_t fp_of(uint64_t id, uint64_t *r) {
   size_t n = (size_t)(id % 5) + 1;
-  for (size_t k = 0; k < n; k++) r[k] = (mt_pred_region_t){.key = id * 100 + k, .bytes = 4096 * (k + 1)};
+  for (size_t k = 0; k < n; k++) r[k] = id * 100 + k;
   return n;
 }
 
+static uint64_t _mt_test_mix(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
 static bool obs(const mt_predictor_ops_t *ops, mt_predictor_t *p, uint64_t id) {
-  mt_pred_region_t r[8];
+  uint64_t r[8];
   size_t n = fp_of(id, r);
   return ops->observe(p, id, r, n);
 }
@@ -81,10 +88,10 @@ Test(predictor, second_order_walk_with_footprints) {
   cr_assert_eq(n, 8);
   for (size_t i = 0; i < 8; i++) {
     cr_assert_eq(out[i].id, it[i % 5], "step %zu: %llu", i, (unsigned long long)out[i].id);
-    mt_pred_region_t want[8];
+    uint64_t want[8];
     size_t wn = fp_of(out[i].id, want);
-    cr_assert_eq(out[i].nregions, wn);
-    cr_assert(memcmp(out[i].regions, want, wn * sizeof(want[0])) == 0);
+    cr_assert_eq(out[i].nkeys, wn);
+    cr_assert(memcmp(out[i].keys, want, wn * sizeof(want[0])) == 0);
     cr_assert(out[i].confidence > 0.0 && out[i].confidence <= 1.0);
     if (i) cr_assert(out[i].confidence <= out[i - 1].confidence);
   }
@@ -96,7 +103,7 @@ Test(predictor, second_order_walk_with_footprints) {
 Test(predictor, footprint_follows_latest) {
   const mt_predictor_ops_t *ops = C();
   mt_predictor_t *p = ops->create(NULL);
-  mt_pred_region_t a = {.key = 7, .bytes = 10}, b = {.key = 8, .bytes = 20};
+  uint64_t a = 7, b = 8;
   for (int r = 0; r < 3; r++) {
     ops->observe(p, 1, &a, 1);
     ops->observe(p, 2, NULL, 0);
@@ -104,16 +111,16 @@ Test(predictor, footprint_follows_latest) {
   mt_pred_launch_t out[2];
   cr_assert_eq(ops->predict(p, out, 2), 2);
   cr_assert_eq(out[0].id, 1);
-  cr_assert_eq(out[0].nregions, 1);
-  cr_assert_eq(out[0].regions[0].key, 7);
+  cr_assert_eq(out[0].nkeys, 1);
+  cr_assert_eq(out[0].keys[0], 7);
   cr_assert_eq(out[1].id, 2);
-  cr_assert_eq(out[1].nregions, 0);
-  cr_assert_null(out[1].regions);
+  cr_assert_eq(out[1].nkeys, 0);
+  cr_assert_null(out[1].keys);
   ops->observe(p, 1, &b, 1); /* launch 1's footprint changed */
   ops->observe(p, 2, NULL, 0);
   cr_assert_eq(ops->predict(p, out, 1), 1);
-  cr_assert_eq(out[0].regions[0].key, 8);
-  cr_assert_eq(out[0].regions[0].bytes, 20);
+  cr_assert_eq(out[0].nkeys, 1);
+  cr_assert_eq(out[0].keys[0], 8);
   ops->destroy(p);
 }
 
@@ -186,9 +193,11 @@ static void resynchronises_after_divergence(const mt_predictor_ops_t *ops) {
   cr_assert(!obs(ops, p, train[120]), "a jump is a divergence");
   mt_pred_launch_t out[4];
   cr_assert_eq(ops->predict(p, out, 4), 4);
-  /* (49, 120) was never seen: the first-order fallback walks from 120 */
+  /* the walk goes on from 120, which was only ever followed by 121: its
+     launch entry is as sure as before the jump (no pair was ever needed;
+     at a fork it would be worth half: one_off_detour_keeps_successor) */
   cr_assert_eq(out[0].id, train[121]);
-  cr_assert_lt(out[0].confidence, 1.0);
+  cr_assert_float_eq(out[0].confidence, 1.0, 1e-12);
   cr_assert_eq(out[3].id, train[124]);
   cr_assert(obs(ops, p, train[121]));
   ops->destroy(p);
@@ -287,28 +296,87 @@ Test(predictor, bounded_memory_and_eviction) {
   for (uint64_t i = 0; i < 100000; i++) obs(ops, p, 1000000 + i);
   ops->stats(p, &st);
   cr_assert_eq(st.table_bytes, bytes0, "no growth");
-  cr_assert_gt(st.evictions + st.refused, 100000, "cold keys found no room: %llu evicted, %llu refused",
+  /* one key a launch (a launch entry; no launch here is a fork) */
+  cr_assert_geq(st.evictions + st.refused, 100000 - 1024, "cold keys found no room: %llu evicted, %llu refused",
                (unsigned long long)st.evictions, (unsigned long long)st.refused);
   uint64_t hot[50];
   for (size_t i = 0; i < 50; i++) hot[i] = 7000 + i;
   cr_assert_geq(hits_last(ops, p, hot, 50, 14), 49);
   mt_pred_launch_t out[8];
   cr_assert_eq(ops->predict(p, out, 8), 8);
-  for (size_t i = 0; i < 8; i++) cr_assert_eq(out[i].nregions, fp_of(out[i].id, (mt_pred_region_t[8]){0}));
+  for (size_t i = 0; i < 8; i++) cr_assert_eq(out[i].nkeys, fp_of(out[i].id, (uint64_t[8]){0}));
   ops->destroy(p);
 }
 
-/* The issue's sizing: 1,000,000 distinct launches per iteration fit in
-   2^21 entries, that is 64 MiB of table (and 2 MiB of door: Loops too
-   long). */
-Test(predictor, sizing_for_a_million_launches) {
+/* The issue's sizing: a loop of 1,000,000 distinct launches, each with 1
+   to 4 region keys (the library's 2.4 a launch on the 100B synth trace
+   and the G10 traces) drawn from two regions a launch, is named in full,
+   with its footprints, from its second iteration in 64 MiB. */
+Test(predictor, a_million_launches_in_64_MiB) {
   const mt_predictor_ops_t *ops = C();
-  mt_predictor_config_t cfg = {.capacity = 2000000, .footprint_regions = 64};
-  mt_predictor_t *p = ops->create(&cfg);
+  const size_t L = 1000000;
+  mt_predictor_t *p = ops->create(&(mt_predictor_config_t){.max_bytes = (size_t)64 << 20});
   cr_assert_not_null(p);
   mt_predictor_stats_t st;
   ops->stats(p, &st);
-  cr_assert_leq(st.table_bytes, ((size_t)64 << 20) + ((size_t)2 << 21) / 2 + 64 * 16 + 8192, "%zu", st.table_bytes);
+  cr_assert_leq(st.table_bytes, (size_t)64 << 20, "%zu", st.table_bytes);
+  uint64_t *keys = malloc(L * 4 * sizeof(*keys)), x = 0x243f6a8885a308d3ULL;
+  cr_assert_not_null(keys);
+  for (size_t i = 0; i < 4 * L; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    keys[i] = x % (2 * L);
+  }
+  mt_pred_launch_t out[8];
+  size_t hits = 0, with_fp = 0;
+  bool fp_next = false;
+  for (int it = 0; it < 2; it++) {
+    hits = with_fp = 0;
+    for (size_t i = 0; i < L; i++) {
+      const size_t n = 1 + (size_t)(_mt_test_mix(i) % 4);
+      bool hit = ops->observe(p, 0x100000000ULL + i, &keys[4 * i], n);
+      hits += hit;
+      with_fp += hit && fp_next;
+      size_t m = ops->predict(p, out, 8);
+      fp_next = m > 0 && out[0].nkeys == 1 + _mt_test_mix(out[0].id - 0x100000000ULL) % 4 &&
+                memcmp(out[0].keys, &keys[4 * (out[0].id - 0x100000000ULL)], out[0].nkeys * sizeof(*keys)) == 0;
+    }
+  }
+  ops->stats(p, &st);
+  cr_assert_geq(hits, L - L / 100, "second iteration: %zu of %zu named", hits, L);
+  cr_assert_geq(with_fp, L - L / 100, "second iteration: %zu of %zu named with their footprint", with_fp, L);
+  cr_assert_eq(st.fp_dropped, 0);
+  free(keys);
+  ops->destroy(p);
+}
+
+/* Footprints too many: a loop whose footprints take more than the ring
+   holds keeps a share of them whole (not none: each lap would overwrite
+   them before their launches came round), and says how many it dropped. */
+Test(predictor, footprints_too_many_keep_a_share) {
+  const mt_predictor_ops_t *ops = C();
+  mt_predictor_t *p = ops->create(&(mt_predictor_config_t){.capacity = 8192, .footprint_regions = 2048});
+  uint64_t r[8];
+  size_t named = 0;
+  for (int lap = 0; lap < 6; lap++) {
+    named = 0;
+    for (uint64_t i = 0; i < 2000; i++) {
+      uint64_t id = 1000 + i;
+      size_t n = fp_of(id, r); /* 3 keys a launch on average: 6,000 a lap */
+      ops->observe(p, id, r, n);
+      mt_pred_launch_t out[1];
+      if (ops->predict(p, out, 1) == 1 && out[0].nkeys > 0) {
+        uint64_t want[8];
+        cr_assert_eq(out[0].nkeys, fp_of(out[0].id, want));
+        cr_assert(memcmp(out[0].keys, want, out[0].nkeys * sizeof(*want)) == 0);
+        named++;
+      }
+    }
+  }
+  mt_predictor_stats_t st;
+  ops->stats(p, &st);
+  cr_assert_geq(named, 400, "the last lap: %zu of 2000 named with their footprint", named);
+  cr_assert_leq(named, 1000, "no more than the ring holds: %zu", named);
+  cr_assert_gt(st.fp_dropped, 0);
   ops->destroy(p);
 }
 
@@ -329,7 +397,7 @@ Test(predictor, a_loop_too_long_is_predicted_in_part) {
       hits += hit;
       with_fp += hit && fp_next;
       size_t n = ops->predict(p, out, 1);
-      fp_next = n == 1 && out[0].nregions == fp_of(out[0].id, (mt_pred_region_t[8]){0});
+      fp_next = n == 1 && out[0].nkeys == fp_of(out[0].id, (uint64_t[8]){0});
     }
   }
   mt_predictor_stats_t st;
@@ -343,7 +411,8 @@ Test(predictor, a_loop_too_long_is_predicted_in_part) {
 /* A memory bound (MT_PREDICTOR_MEM) sizes the table and the footprints to
    fit, using at least half of it; below the least it is raised to it. A
    loop of 2,000 launches fits in 1 MiB and is named in full from its second
-   iteration; in 64 KiB (512 entries) it is not, and the table evicts. */
+   iteration; in 64 KiB (1,270 entries) it is not, and the table evicts
+   (Loops too long: named in part). */
 Test(predictor, a_memory_bound_sizes_the_tables) {
   const mt_predictor_ops_t *ops = C();
   mt_predictor_stats_t st;
@@ -376,7 +445,7 @@ Test(predictor, a_memory_bound_sizes_the_tables) {
       cr_assert_geq(hits, 1998, "1 MiB: the loop named in full (%zu of 2000)", hits);
       cr_assert_lt(st.evictions, 100, "a few full neighbourhoods (PROBE) at most: %llu", (unsigned long long)st.evictions);
     } else {
-      cr_assert_lt(hits, 1000, "64 KiB: the loop does not fit (%zu of 2000)", hits);
+      cr_assert_lt(hits, 1900, "64 KiB: the loop does not fit (%zu of 2000)", hits);
       cr_assert_gt(st.evictions + st.refused, 2000);
     }
     ops->destroy(p);
@@ -403,8 +472,8 @@ static void cached_walk_equals_full_walk(const mt_predictor_ops_t *ops) {
     for (size_t k = 0; k < na; k++) {
       cr_assert_eq(a[k].id, b[k].id, "launch %d step %zu", i, k);
       cr_assert_float_eq(a[k].confidence, b[k].confidence, 1e-12);
-      cr_assert_eq(a[k].nregions, b[k].nregions);
-      cr_assert(a[k].nregions == 0 || memcmp(a[k].regions, b[k].regions, a[k].nregions * sizeof(mt_pred_region_t)) == 0);
+      cr_assert_eq(a[k].nkeys, b[k].nkeys);
+      cr_assert(a[k].nkeys == 0 || memcmp(a[k].keys, b[k].keys, a[k].nkeys * sizeof(uint64_t)) == 0);
     }
   }
   mt_predictor_stats_t st;
@@ -427,17 +496,17 @@ Test(predictor, footprints_never_wrap) {
   size_t known = 0;
   for (uint64_t i = 0; i < 3000; i++) {
     uint64_t id = 1000 + i % 7;
-    mt_pred_region_t r[8];
+    uint64_t r[9];
     size_t n = fp_of(id, r);
-    for (size_t k = 0; k < n; k++) r[k].bytes += i; /* changes every time: always appended */
+    r[n++] = i; /* changes every time: always appended */
     ops->observe(p, id, r, n);
     size_t m = ops->predict(p, out, 4);
     for (size_t j = 0; j < m; j++) {
-      if (out[j].nregions == 0) continue;
+      if (out[j].nkeys == 0) continue;
       known++;
-      mt_pred_region_t want[8];
-      cr_assert_eq(out[j].nregions, fp_of(out[j].id, want));
-      for (size_t k = 0; k < out[j].nregions; k++) cr_assert_eq(out[j].regions[k].key, want[k].key);
+      uint64_t want[8];
+      cr_assert_eq(out[j].nkeys, fp_of(out[j].id, want) + 1);
+      for (size_t k = 0; k + 1 < out[j].nkeys; k++) cr_assert_eq(out[j].keys[k], want[k]);
     }
   }
   cr_assert_gt(known, 1000);

@@ -2,10 +2,10 @@
  * they cannot hold is reported (prefetch.c, pred_count), on the
  * virtual-clock device.
  *
- * A loop of 1,000 launches, each a function of its own over one of four
- * 2 MiB regions (room for all: nothing pages), run 70 times: 70,000
+ * A loop of 2,500 launches, each a function of its own over one of four
+ * 2 MiB regions (room for all: nothing pages), run 30 times: 75,000
  * launches, past one judging window (65,536).
- * a_loop_larger_than_the_table_is_reported: at 64 KiB (512 entries, two
+ * a_loop_larger_than_the_table_is_reported: at 64 KiB (1,270 entries, one
  * a launch wanted) the table keeps overflowing: the stats count the keys
  * it had no room for, the predictor names part of the loop (the share the
  * table keeps: predictor/correlation.c, Loops too long), and one warning,
@@ -20,8 +20,8 @@
 #include "predictor.h"
 #include "vpager.h"
 
-#define LOOP 1000
-#define ITERS 70
+#define LOOP 2500
+#define ITERS 30
 
 /* Runs the loop with the predictor's memory at mem; returns the warnings
  * logged (their text in buf). */
