@@ -80,13 +80,13 @@
  * two buckets not used in the window, and only if it ranks higher; else
  * it is refused (no entry; its launch goes unpredicted). So the table
  * settles on a fixed share of the loop, the highest-ranked, and predicts
- * that share every lap (a million-launch loop in 32 MiB: 68% named from
+ * that share every lap (a million-launch loop in 32 MiB: 66-68% named from
  * the fourth lap). A rank (rank_of, 7 bits kept above the reference bit)
  * belongs to the launch whose successor an entry predicts: the pair entry
  * (prev, cur) has cur's, and cur's launch entry, which holds cur's
  * successors and its footprint, has the rank of the launch before cur.
  * So a launch kept is named, and named with its footprint where its
- * successor's entry was kept too (34% of that loop). A refused key leaves
+ * successor's entry was kept too (34-38% of that loop). A refused key leaves
  * a tag at the door (a 16-bit slot for about every two entries: 8 bits of
  * the key, 8 of the time) that no other key overwrites for half a window;
  * refused again while it holds (a short loop that came after a long one,
