@@ -140,7 +140,8 @@ struct mt_prefetch {
                               * MT_PREFETCH_FREE, whichever is more */
   uint64_t pred_evictions;   /* the predictor's keys without room (evicted or refused) so far */
   uint64_t pred_window_ev;   /* ... at the start of the current PRED_WINDOW */
-  uint64_t pred_window_fp;   /* footprints it dropped (no room) at that start */
+  uint64_t pred_fp;          /* footprints it dropped (no room in its ring) so far */
+  uint64_t pred_window_fp;   /* ... at the start of the current PRED_WINDOW */
   uint64_t pred_observed;    /* launches observed */
   bool pred_warned;          /* the table-full warning was given */
   mt_demand_t *demand;       /* write-behind's schedule; NULL: none (MT_WRITEBEHIND_HORIZON=0,
@@ -508,6 +509,8 @@ static void pred_count(mt_pager_t *p, bool hit) {
   uint64_t full = st.evictions + st.refused; /* keys the table had no room for */
   if (full != pf->pred_evictions) mt_stat_add(predictor_evictions, full - pf->pred_evictions);
   pf->pred_evictions = full;
+  if (st.fp_dropped != pf->pred_fp) mt_stat_add(predictor_fp_dropped, st.fp_dropped - pf->pred_fp);
+  pf->pred_fp = st.fp_dropped;
   if (++pf->pred_observed % PRED_WINDOW != 0) return;
   uint64_t ev = full - pf->pred_window_ev, dropped = st.fp_dropped - pf->pred_window_fp;
   pf->pred_window_ev = full;

@@ -61,6 +61,7 @@
   X(prefetches_free)       \
   X(predictor_hits)        \
   X(predictor_evictions)   \
+  X(predictor_fp_dropped)  \
   X(readahead)             \
   X(readahead_used)        \
   X(readahead_late)        \

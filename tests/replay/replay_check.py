@@ -236,11 +236,13 @@ if pf.returncode == 0:
     check(s["coverage"] is None and s["prefetches"] == 0, "demand paging reports no prefetch (null coverage)")
     # the predictor's own account: 3 iterations, the last two named in
     # full; at the default MT_PREDICTOR_MEM nothing is evicted, and 64K
-    # (512 entries) still holds this 157-launch loop
-    check(q["predictor_mem"] == 32 << 20 and q["predictor_evictions"] == 0 and 0.6 < q["predictor_hit_rate"] <= 1,
-          "predictor: %s bytes, hit rate %s, %s evictions" % (q["predictor_mem"], q["predictor_hit_rate"],
-                                                              q["predictor_evictions"]))
-    check(s["predictor_hit_rate"] is None and s["predictor_evictions"] is None, "demand paging: no predictor account")
+    # (1,270 entries) still holds this 157-launch loop
+    check(q["predictor_mem"] == 32 << 20 and q["predictor_evictions"] == 0 and q["predictor_fp_dropped"] == 0 and
+          0.6 < q["predictor_hit_rate"] <= 1,
+          "predictor: %s bytes, hit rate %s, %s evictions, %s footprints dropped" % (
+              q["predictor_mem"], q["predictor_hit_rate"], q["predictor_evictions"], q["predictor_fp_dropped"]))
+    check(s["predictor_hit_rate"] is None and s["predictor_evictions"] is None and s["predictor_fp_dropped"] is None,
+          "demand paging: no predictor account")
     m64 = run("replay", trace, "--gpu-mem", "64M", "--host-mem", "1G", "--pcie-bw", "1G", "--predictor", "correlation",
               "--policy", "lru", "--predictor-mem", "64K", "--json")
     check(m64.returncode == 0 and json.loads(m64.stdout)["predictor_hit_rate"] == q["predictor_hit_rate"],

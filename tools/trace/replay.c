@@ -848,11 +848,14 @@ done:
              (unsigned long long)mt_stat_get(write_behind_used), cov, acc, tim, (double)t.stream_wait_ns / 1e9,
              wall, rss);
       if (r.p->pf == NULL || strcmp(predictor, "none") == 0)
-        printf("\"predictor_mem\":%" PRIu64 ",\"predictor_hit_rate\":null,\"predictor_evictions\":null,", pred_mem);
+        printf("\"predictor_mem\":%" PRIu64 ",\"predictor_hit_rate\":null,\"predictor_evictions\":null,"
+               "\"predictor_fp_dropped\":null,", pred_mem);
       else
-        printf("\"predictor_mem\":%" PRIu64 ",\"predictor_hit_rate\":%.4f,\"predictor_evictions\":%llu,", pred_mem,
+        printf("\"predictor_mem\":%" PRIu64 ",\"predictor_hit_rate\":%.4f,\"predictor_evictions\":%llu,"
+               "\"predictor_fp_dropped\":%llu,", pred_mem,
                r.launches ? (double)mt_stat_get(predictor_hits) / (double)r.launches : 0.0,
-               (unsigned long long)mt_stat_get(predictor_evictions));
+               (unsigned long long)mt_stat_get(predictor_evictions),
+               (unsigned long long)mt_stat_get(predictor_fp_dropped));
       const char *ts = trial_state(r.p);
       if (ts == NULL)
         printf("\"handoff_trial\":null,\"handoff_trial_on_s\":null,\"handoff_trial_off_s\":null,");
@@ -948,10 +951,12 @@ done:
         printf("  prefetch         n/a (no predictor)\n");
       else
         printf("  prefetch         %llu chunks; coverage %s, accuracy %s, timeliness %s; the predictor named "
-               "%.1f%% of launches, its tables (%" PRIu64 " bytes at most) had no room for %llu keys\n",
+               "%.1f%% of launches, its tables (%" PRIu64 " bytes at most) had no room for %llu keys and %llu "
+               "footprints\n",
                (unsigned long long)pfs, cov, acc, tim,
                r.launches ? 100.0 * (double)mt_stat_get(predictor_hits) / (double)r.launches : 0.0, pred_mem,
-               (unsigned long long)mt_stat_get(predictor_evictions));
+               (unsigned long long)mt_stat_get(predictor_evictions),
+               (unsigned long long)mt_stat_get(predictor_fp_dropped));
       for (uint64_t i = 0; i < niter_marked; i++) {
         double is = (double)(iter_end(&r, i) - r.iter_start[i]) / 1e9, ii = (double)r.iter_kernel[i] / 1e9;
         printf("  iteration %-4" PRIu64 " %10.3f s simulated, %10.3f s ideal, %5.1f %% of ideal; GPU idle %.3f s, "
