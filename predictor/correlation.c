@@ -183,19 +183,42 @@ _Static_assert(sizeof(entry_t) == 32, "an entry is documented as 32 bytes");
    ring. The walk is a function of the table and (prev, cur) only, so while
    nothing in the table changed (epoch) and the observed launch was the
    walk's first step, the rest of it is still the walk from the new state:
-   predict() then extends it by a step or two instead of redoing eight. */
-#define WALK 64
+   predict() then extends it by a step or two instead of redoing all of it.
+   The ring grows to the deepest prediction asked (the NVMe read-ahead asks
+   for MT_READAHEAD_DEPTH, 1,024 launches, at every launch: walked anew
+   each time that cost 13 us a launch, now 1.0, most of it handing out
+   the 1,024 predictions), up to walk_max; deeper ones are walked anew.
+   32 bytes a step: the first 64 inside MT_PREDICTOR_MEM, a deeper ring
+   on top of it (32 KiB at 1,024; table_bytes counts it). */
+#define WALK_MIN 64
+#define WALK_MAX 4096 /* walk_max's default: MT_READAHEAD_DEPTH's bound */
+typedef struct walk_step {
+  uint64_t id;
+  double prob;         /* that step's probability */
+  const uint64_t *fp;  /* its footprint (ring), NULL if unknown */
+  uint32_t fpn;        /* regions in fp */
+  uint32_t ctx;        /* the context with that step as the current launch */
+} walk_step_t;
+
 typedef struct walk {
-  uint64_t id[WALK];
-  double prob[WALK];   /* that step's probability */
-  const uint64_t *fp[WALK]; /* its footprint (ring), NULL if unknown */
-  uint32_t fpn[WALK];  /* regions in fp */
-  uint32_t ctx[WALK];  /* the context with that step as the current launch */
+  walk_step_t *s;      /* a ring of size steps, a power of two */
+  uint32_t size;
   uint32_t start, n;
   bool ended;          /* the walk cannot go past its last step */
   bool valid;
   uint64_t epoch;
 } walk_t;
+
+static inline walk_step_t *at(const walk_t *w, uint32_t k) {
+  return &w->s[(w->start + k) & (w->size - 1)];
+}
+
+static inline void walk_reset(walk_t *w, uint64_t epoch) {
+  w->start = w->n = 0;
+  w->ended = false;
+  w->valid = true;
+  w->epoch = epoch;
+}
 
 struct mt_predictor {
   entry_t *tab;
@@ -219,6 +242,7 @@ struct mt_predictor {
   bool has_expected;
   uint64_t epoch;         /* bumped by every change a walk could see */
   walk_t walk;            /* the last walk, reused while epoch holds */
+  uint32_t walk_max;      /* the deepest walk cached */
   mt_predictor_stats_t st;
   uint64_t win_obs, win_full; /* this window's observations, and inserts that found no room */
   uint16_t *door;         /* keys refused while overflowing, and when (Loops too long) */
@@ -517,14 +541,15 @@ static void fp_share(mt_predictor_t *p) {
 /* Extends the cached walk w to at least want steps (or until it ends);
    returns whether it has one step at least. */
 static bool extend(const mt_predictor_t *p, walk_t *w, uint32_t want) {
+  if (want > w->size) want = w->size;
   while (w->n < want && !w->ended) {
     uint64_t prev, cur, next;
-    uint32_t ctx = w->n >= 1 ? w->ctx[(w->start + w->n - 1) % WALK] : p->ctx;
+    uint32_t ctx = w->n >= 1 ? at(w, w->n - 1)->ctx : p->ctx;
     double prob;
     if (w->n >= 2) {
-      prev = w->id[(w->start + w->n - 2) % WALK], cur = w->id[(w->start + w->n - 1) % WALK];
+      prev = at(w, w->n - 2)->id, cur = at(w, w->n - 1)->id;
     } else if (w->n == 1) {
-      prev = p->cur, cur = w->id[w->start % WALK];
+      prev = p->cur, cur = at(w, 0)->id;
     } else {
       prev = p->prev, cur = p->cur;
     }
@@ -532,14 +557,30 @@ static bool extend(const mt_predictor_t *p, walk_t *w, uint32_t want) {
       w->ended = true;
       break;
     }
-    uint32_t j = (w->start + w->n) % WALK;
+    walk_step_t *j = at(w, w->n);
     size_t li = find(p, launch_key(next));
-    w->id[j] = next, w->prob[j] = prob;
-    w->fp[j] = footprint(p, li, &w->fpn[j]);
-    w->ctx[j] = ctx_next(p, li, cur, next, ctx);
+    j->id = next, j->prob = prob;
+    j->fp = footprint(p, li, &j->fpn);
+    j->ctx = ctx_next(p, li, cur, next, ctx);
     w->n++;
   }
   return w->n > 0;
+}
+
+/* Grows p's walk ring to hold want steps (a power of two; the walk starts
+   over; table_bytes counts it); false when out of memory. */
+static bool walk_grow(mt_predictor_t *p, size_t want) {
+  walk_t *w = &p->walk;
+  uint32_t size = w->size;
+  while (size < want) size *= 2;
+  walk_step_t *s = malloc(size * sizeof(*s));
+  if (s == NULL) return false;
+  p->st.table_bytes += (size - w->size) * sizeof(*s);
+  free(w->s);
+  w->s = s;
+  w->size = size;
+  w->valid = false;
+  return true;
 }
 
 /* The door's slots for a table of cap entries: about one for every two,
@@ -558,7 +599,7 @@ static size_t door_slots(size_t cap) {
    iteration; 32M (the default) for about half a million. */
 static void size_for(size_t bytes, size_t *cap, size_t *rs) {
   if (bytes < MT_PREDICTOR_MEM_MIN) bytes = MT_PREDICTOR_MEM_MIN;
-  bytes -= sizeof(mt_predictor_t);
+  bytes -= sizeof(mt_predictor_t) + WALK_MIN * sizeof(walk_step_t);
   const size_t table = bytes / 16 * 11;
   *cap = table / (sizeof(entry_t) + sizeof(uint16_t)) / PROBE * PROBE;
   while (*cap * sizeof(entry_t) + door_slots(*cap) * sizeof(uint16_t) > table) *cap -= PROBE;
@@ -581,20 +622,28 @@ static mt_predictor_t *create(const mt_predictor_config_t *cfg, bool context) {
   p->tab = calloc(cap, sizeof(entry_t));
   p->ring = calloc(rs, sizeof(uint64_t));
   p->door = calloc(door_slots(cap), sizeof(uint16_t));
-  if (p->tab == NULL || p->ring == NULL || p->door == NULL) {
+  p->walk.s = malloc(WALK_MIN * sizeof(walk_step_t));
+  if (p->tab == NULL || p->ring == NULL || p->door == NULL || p->walk.s == NULL) {
     free(p->tab);
     free(p->ring);
     free(p->door);
+    free(p->walk.s);
     free(p);
     return NULL;
   }
+  p->walk.size = WALK_MIN;
+  p->walk_max = !cfg || !cfg->walk_max       ? WALK_MAX
+                : cfg->walk_max < WALK_MIN ? WALK_MIN
+                : cfg->walk_max > (1u << 20) ? 1u << 20
+                                            : (uint32_t)cfg->walk_max;
   p->cap = cap;
   p->door_mask = door_slots(cap) - 1;
   p->ring_size = rs;
   p->sweep_at = SWEEP;
   p->cur_slot = SIZE_MAX;
   p->context = context;
-  p->st.table_bytes = sizeof(*p) + cap * sizeof(entry_t) + rs * sizeof(uint64_t) + door_slots(cap) * sizeof(uint16_t);
+  p->st.table_bytes = sizeof(*p) + cap * sizeof(entry_t) + rs * sizeof(uint64_t) + door_slots(cap) * sizeof(uint16_t) +
+                      WALK_MIN * sizeof(walk_step_t);
   return p;
 }
 
@@ -611,6 +660,7 @@ static void corr_destroy(mt_predictor_t *p) {
   free(p->tab);
   free(p->ring);
   free(p->door);
+  free(p->walk.s);
   free(p);
 }
 
@@ -719,31 +769,31 @@ static bool corr_observe(mt_predictor_t *p, uint64_t id, const uint64_t *keys, s
   p->cur = id;
   p->cur_slot = s;
   walk_t *w = &p->walk;
-  if (w->valid && w->epoch == p->epoch && w->n > 0 && w->id[w->start % WALK] == id) {
+  if (w->valid && w->epoch == p->epoch && w->n > 0 && at(w, 0)->id == id) {
     w->start++, w->n--; /* the rest of the walk is the walk from here */
   } else {
-    *w = (walk_t){.valid = true, .epoch = p->epoch};
+    walk_reset(w, p->epoch);
   }
   p->has_expected = extend(p, w, 1);
-  if (p->has_expected) p->expected = w->id[w->start % WALK];
+  if (p->has_expected) p->expected = at(w, 0)->id;
   return hit;
 }
 
 static size_t corr_predict(mt_predictor_t *p, mt_pred_launch_t *out, size_t max) {
   if (p->st.observed == 0) return 0;
   walk_t *w = &p->walk;
-  if (!w->valid || w->epoch != p->epoch) *w = (walk_t){.valid = true, .epoch = p->epoch};
   size_t k = 0;
   double conf = 1.0;
-  if (max <= WALK) {
+  if (max <= p->walk_max && (max <= w->size || walk_grow(p, max))) {
+    if (!w->valid || w->epoch != p->epoch) walk_reset(w, p->epoch);
     extend(p, w, (uint32_t)max);
     for (; k < max && k < w->n; k++) {
-      uint32_t j = (w->start + (uint32_t)k) % WALK;
-      conf *= w->prob[j];
-      out[k].id = w->id[j];
+      const walk_step_t *j = at(w, (uint32_t)k);
+      conf *= j->prob;
+      out[k].id = j->id;
       out[k].confidence = conf;
-      out[k].keys = w->fp[j];
-      out[k].nkeys = w->fpn[j];
+      out[k].keys = j->fp;
+      out[k].nkeys = j->fpn;
     }
     return k;
   }

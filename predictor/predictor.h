@@ -54,6 +54,10 @@ typedef struct mt_predictor_config {
                                (tables and footprints) instead; it sizes
                                them itself to fit (MT_PREDICTOR_MEM; at
                                least MT_PREDICTOR_MEM_MIN) */
+  size_t walk_max;          /* the deepest prediction the predictor keeps
+                               and extends from launch to launch (0 =
+                               4096; at least 64); deeper ones are walked
+                               anew each time */
 } mt_predictor_config_t;
 
 /* MT_PREDICTOR_MEM's default (the options table says "32M") and least value. */

@@ -452,11 +452,11 @@ Test(predictor, a_memory_bound_sizes_the_tables) {
   }
 }
 
-/* The cached walk (depth <= 64) and a full walk (depth 65, never cached)
-   agree at every launch of a stream that learns, diverges, relearns and
-   evicts. */
+/* The cached walk (depth <= walk_max, here 64) and a full walk (depth 65,
+   not cached) agree at every launch of a stream that learns, diverges,
+   relearns and evicts. */
 static void cached_walk_equals_full_walk(const mt_predictor_ops_t *ops) {
-  mt_predictor_config_t cfg = {.capacity = 256, .footprint_regions = 256};
+  mt_predictor_config_t cfg = {.capacity = 256, .footprint_regions = 256, .walk_max = 64};
   mt_predictor_t *p = ops->create(&cfg);
   uint64_t x = 88172645463325252ULL;
   mt_pred_launch_t a[8], b[65];
@@ -483,6 +483,38 @@ static void cached_walk_equals_full_walk(const mt_predictor_ops_t *ops) {
   ops->destroy(p);
 }
 Test(predictor, cached_walk_equals_full_walk) { cached_walk_equals_full_walk(C()); }
+
+/* A deep walk (the read-ahead's 1,024 launches) is cached too: the same,
+   launch for launch, as one walked anew (walk_max 64), on a loop of 1,500
+   launches with jumps, while it costs a step or two a launch (checked by
+   bench_predictor's depth argument, not here). */
+Test(predictor, deep_walks_are_cached_and_the_same) {
+  const mt_predictor_ops_t *ops = C();
+  mt_predictor_t *a = ops->create(&(mt_predictor_config_t){.capacity = 8192, .footprint_regions = 32768});
+  mt_predictor_t *b = ops->create(&(mt_predictor_config_t){.capacity = 8192, .footprint_regions = 32768, .walk_max = 64});
+  static mt_pred_launch_t x[1024], y[1024];
+  uint64_t z = 88172645463325252ULL;
+  size_t deep = 0;
+  for (int i = 0; i < 6000; i++) {
+    z ^= z << 13, z ^= z >> 7, z ^= z << 17;
+    uint64_t id = 10000 + (uint64_t)(i % 1500);
+    if (z % 400 == 0) id = 90000 + z % 5;
+    obs(ops, a, id);
+    obs(ops, b, id);
+    size_t na = ops->predict(a, x, 1024), nb = ops->predict(b, y, 1024);
+    cr_assert_eq(na, nb, "launch %d", i);
+    deep += na == 1024;
+    for (size_t k = 0; k < na; k++) {
+      cr_assert_eq(x[k].id, y[k].id, "launch %d step %zu", i, k);
+      cr_assert_float_eq(x[k].confidence, y[k].confidence, 1e-12);
+      cr_assert_eq(x[k].nkeys, y[k].nkeys);
+      cr_assert(x[k].nkeys == 0 || memcmp(x[k].keys, y[k].keys, x[k].nkeys * sizeof(uint64_t)) == 0);
+    }
+  }
+  cr_assert_gt(deep, 2000, "walks 1,024 deep: %zu", deep);
+  ops->destroy(a);
+  ops->destroy(b);
+}
 Test(context, cached_walk_equals_full_walk) { cached_walk_equals_full_walk(_mt_predictor_find("context")); }
 
 /* Footprints in a small ring wrap round its end many times: every one that
