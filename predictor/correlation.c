@@ -229,7 +229,7 @@ struct mt_predictor {
   size_t head_slot;       /* ring_head % ring_size */
   uint64_t sweep_at;      /* ring_head at which stale positions are next forgotten */
   uint8_t fp_floor;       /* footprints of entries ranked below it are not kept (Footprints
-                             too many); 128: none */
+                             too many); 0: all are kept */
   uint64_t win_keys;      /* region keys observed in this window */
   size_t ranked[128];     /* the table's entries of each rank */
   uint64_t prev, cur;     /* last two observed launches; 0 = none yet */
