@@ -307,21 +307,31 @@ void _mt_ra_launch(mt_pager_t *p, const mt_predictor_ops_t *ops, mt_predictor_t 
     p->ra_window = 0;
     return;
   }
-  size_t np = ops->predict(pred, ra->out, ra->depth);
+  /* the predictor's own walk where it has one (a copy of 1,024 launches
+   * at every launch cost more than the walk: docs/predictor.md) */
+  mt_pred_view_t v = {.run = {ra->out}, .scale = 1.0};
+  if (ops->view != NULL) ops->view(pred, ra->depth, &v);
+  else v.n[0] = ops->predict(pred, ra->out, ra->depth);
   /* 1. the window, nearest launch first, each region once; all of it is
    * marked before any room is made, so that no spill takes a chunk the
    * window needs for one it needs later */
-  size_t nwin = 0;
-  for (size_t j = 0; j < np && ra->out[j].confidence >= RA_MIN_CONFIDENCE; j++) {
-    if (ra->out[j].id == id) continue; /* the current one: its regions are resident */
-    for (uint32_t k = 0; k < ra->out[j].nkeys && nwin < RA_WINDOW_MAX; k++) {
-      mt_region_t *r = _mt_prefetch_region(p, ra->out[j].keys[k]);
-      if (r == NULL || r->freed || r->kind == REG_SMALL || r->ra_epoch == p->epoch) continue;
-      r->ra_epoch = p->epoch;
-      r->ra_pos = (uint32_t)(j + 1);
-      r->epoch = p->epoch; /* the host tier's spills skip it (host_eligible, hosttier.c) */
-      ra->win[nwin++] = r;
+  size_t nwin = 0, j = 0;
+  const double least = RA_MIN_CONFIDENCE * v.scale;
+  for (int run = 0; run < 2 && nwin < RA_WINDOW_MAX; run++) {
+    const mt_pred_launch_t *l = v.run[run];
+    for (size_t i = 0; i < v.n[run] && l[i].confidence >= least && nwin < RA_WINDOW_MAX; i++) {
+      j++;
+      if (l[i].id == id) continue; /* the current one: its regions are resident */
+      for (uint32_t k = 0; k < l[i].nkeys && nwin < RA_WINDOW_MAX; k++) {
+        mt_region_t *r = _mt_prefetch_region(p, l[i].keys[k]);
+        if (r == NULL || r->freed || r->kind == REG_SMALL || r->ra_epoch == p->epoch) continue;
+        r->ra_epoch = p->epoch;
+        r->ra_pos = (uint32_t)j;
+        r->epoch = p->epoch; /* the host tier's spills skip it (host_eligible, hosttier.c) */
+        ra->win[nwin++] = r;
+      }
     }
+    if (v.n[run] > 0 && l[v.n[run] - 1].confidence < least) break; /* the rest is less sure */
   }
   p->ra_window = p->epoch;
   /* 2. reads of their NVME chunks, nearest first, while room and ring last */

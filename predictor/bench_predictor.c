@@ -8,7 +8,7 @@
  * the library asks for MT_PREFETCH_DEPTH + MT_PREFETCH_FREE, 40 by
  * default). Prints the median over iterations of ns per launch, the
  * prediction hit rate and the table bytes. Not a timed test: run it by hand
- *   build/predictor/bench_predictor [iterations [launches-per-iteration [entries [predictor [depth [LO-HI]]]]]]
+ *   build/predictor/bench_predictor [iterations [launches-per-iteration [entries [predictor [depth [LO-HI [predict|view]]]]]]]
  * (entries: table capacity, default 4 x launches-per-iteration, with room
  * for 16 regions a launch; or, with a K/M/G suffix, a bound on the
  * predictor's memory as MT_PREDICTOR_MEM sets it, e.g. 64M; predictor:
@@ -18,13 +18,17 @@
  * the 100B synth trace and 2.2 to 2.7 in the five G10 traces, with 1.0 to
  * 2.6 distinct regions an iteration per launch (scratch count, nineteenth
  * session); 1-4 (2.5 on average) is that. Until the nineteenth session
- * the bench drew 4-8, which is 4-8 here.
+ * the bench drew 4-8, which is 4-8 here. predict|view: how the
+ * predictions are asked for: copied out (predict(), as prefetch.c asks
+ * for its 40) or handed out in place (view(), as the NVMe read-ahead asks
+ * for its 1,024).
  * For instructions per launch independent of machine load, run it under
  * callgrind at two iteration counts and divide the difference in Ir by the
  * difference in launches.
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "predictor.h"
@@ -55,12 +59,18 @@ int main(int argc, char **argv) {
   int iters = argc > 1 ? atoi(argv[1]) : 50;
   size_t per = argc > 2 ? (size_t)atol(argv[2]) : 2893;
   if (iters < 1 || per < 1) {
-    fprintf(stderr, "usage: bench_predictor [iterations [launches-per-iteration [entries [predictor [depth [LO-HI]]]]]]\n");
+    fprintf(stderr, "usage: bench_predictor [iterations [launches-per-iteration [entries [predictor [depth [LO-HI "
+                    "[predict|view]]]]]]]\n");
     return 2;
   }
   unsigned lo = 1, hi = 4;
   if (argc > 6 && (sscanf(argv[6], "%u-%u", &lo, &hi) != 2 || lo > hi || hi > 8)) {
     fprintf(stderr, "bench_predictor: regions '%s' is not LO-HI with LO <= HI <= 8\n", argv[6]);
+    return 2;
+  }
+  const bool view = argc > 7 && strcmp(argv[7], "view") == 0;
+  if (argc > 7 && !view && strcmp(argv[7], "predict") != 0) {
+    fprintf(stderr, "bench_predictor: '%s' is neither predict nor view\n", argv[7]);
     return 2;
   }
   uint64_t *ids = malloc(per * sizeof(*ids));
@@ -105,6 +115,16 @@ int main(int argc, char **argv) {
     double t0 = now_ns();
     for (size_t i = 0; i < per; i++) {
       with_fp += ops->observe(p, ids[i], &regs[i * 8], nreg[i]) && next_id == ids[i] && fp_next;
+      if (view) {
+        mt_pred_view_t v;
+        size_t n = ops->view(p, (size_t)depth, &v);
+        const mt_pred_launch_t *first = v.n[0] ? &v.run[0][0] : NULL,
+                               *last = v.n[1] ? &v.run[1][v.n[1] - 1] : v.n[0] ? &v.run[0][v.n[0] - 1] : NULL;
+        sink += n ? last->nkeys : 0;
+        next_id = n ? first->id : 0;
+        fp_next = n && first->keys != NULL;
+        continue;
+      }
       size_t n = ops->predict(p, out, (size_t)depth);
       sink += n ? out[n - 1].nkeys : 0;
       next_id = n ? out[0].id : 0;
@@ -116,7 +136,8 @@ int main(int argc, char **argv) {
   mt_predictor_stats_t st;
   ops->stats(p, &st);
   qsort(ns, (size_t)iters, sizeof(*ns), cmp_double);
-  printf("launches/iteration %zu, iterations %d, depth %d, regions %u-%u\n", per, iters, depth, lo, hi);
+  printf("launches/iteration %zu, iterations %d, depth %d (%s), regions %u-%u\n", per, iters, depth,
+         view ? "view" : "predict", lo, hi);
   printf("median ns per observe+predict: %.1f (min %.1f, max %.1f)\n", ns[iters / 2], ns[0], ns[iters - 1]);
   printf("hit rate %.4f (with the footprint: %.4f; of the iterations after the first: %.4f), evictions %llu, "
          "footprints dropped %llu, table bytes %zu (%.2f MiB)\n",

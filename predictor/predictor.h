@@ -42,6 +42,15 @@ typedef struct mt_pred_launch {
   uint32_t nkeys;     /* entries in keys (0 when unknown) */
 } mt_pred_launch_t;
 
+/* predict()'s answer without the copy (view()): the launches in at most
+   two runs of the predictor's own array, run[0] first, nearest first;
+   each launch's confidence is its .confidence divided by scale. */
+typedef struct mt_pred_view {
+  const mt_pred_launch_t *run[2];
+  size_t n[2];
+  double scale;
+} mt_pred_view_t;
+
 typedef struct mt_predictor_config {
   size_t capacity;          /* table entries; 0 = 65536. Each launch
                                identity takes one entry, and so does each
@@ -90,6 +99,12 @@ typedef struct mt_predictor_ops {
   /* Fills out[0..max) with the expected next launches, nearest first;
      returns the count (0 when it knows nothing). */
   size_t (*predict)(mt_predictor_t *p, mt_pred_launch_t *out, size_t max);
+  /* The same launches predict() would give, up to max (and at most the
+     config's walk_max), without copying them: for deep walks asked at every
+     launch (the NVMe read-ahead's 1,024), where handing them out cost more
+     than finding them. Valid until the next observe() or destroy().
+     Returns the count. NULL where a predictor has none: use predict(). */
+  size_t (*view)(mt_predictor_t *p, size_t max, mt_pred_view_t *v);
   void (*stats)(const mt_predictor_t *p, mt_predictor_stats_t *out);
 } mt_predictor_ops_t;
 

@@ -487,7 +487,8 @@ Test(predictor, cached_walk_equals_full_walk) { cached_walk_equals_full_walk(C()
 /* A deep walk (the read-ahead's 1,024 launches) is cached too: the same,
    launch for launch, as one walked anew (walk_max 64), on a loop of 1,500
    launches with jumps, while it costs a step or two a launch (checked by
-   bench_predictor's depth argument, not here). */
+   bench_predictor's depth argument, not here); and view() hands out the
+   same launches without the copy. */
 Test(predictor, deep_walks_are_cached_and_the_same) {
   const mt_predictor_ops_t *ops = C();
   mt_predictor_t *a = ops->create(&(mt_predictor_config_t){.capacity = 8192, .footprint_regions = 32768});
@@ -504,6 +505,15 @@ Test(predictor, deep_walks_are_cached_and_the_same) {
     size_t na = ops->predict(a, x, 1024), nb = ops->predict(b, y, 1024);
     cr_assert_eq(na, nb, "launch %d", i);
     deep += na == 1024;
+    mt_pred_view_t v;
+    cr_assert_eq(ops->view(a, 1024, &v), na);
+    cr_assert_eq(v.n[0] + v.n[1], na);
+    for (size_t k = 0; k < na; k++) {
+      const mt_pred_launch_t *l = k < v.n[0] ? &v.run[0][k] : &v.run[1][k - v.n[0]];
+      cr_assert_eq(l->id, x[k].id, "view: launch %d step %zu", i, k);
+      cr_assert_float_eq(l->confidence / v.scale, x[k].confidence, 1e-12);
+      cr_assert(l->keys == x[k].keys && l->nkeys == x[k].nkeys);
+    }
     for (size_t k = 0; k < na; k++) {
       cr_assert_eq(x[k].id, y[k].id, "launch %d step %zu", i, k);
       cr_assert_float_eq(x[k].confidence, y[k].confidence, 1e-12);
