@@ -223,11 +223,16 @@ static inline void walk_reset(walk_t *w, uint64_t epoch) {
 }
 
 /* The walk's first step was observed: the rest of it is the walk from
-   there. Confidences are rescaled before the products underflow. */
-static void walk_shift(walk_t *w) {
+   there. Confidences are rescaled before the products underflow; one that
+   did (a deep walk of unsure steps) starts the walk over. */
+static void walk_shift(walk_t *w, uint64_t epoch) {
   w->base = w->l[slot_of(w, 0)].confidence;
   w->start++, w->n--;
   if (w->base > 1e-200) return;
+  if (w->base == 0.0) {
+    walk_reset(w, epoch);
+    return;
+  }
   for (uint32_t k = 0; k < w->n; k++) w->l[slot_of(w, k)].confidence /= w->base;
   w->base = 1.0;
 }
@@ -792,7 +797,7 @@ static bool corr_observe(mt_predictor_t *p, uint64_t id, const uint64_t *keys, s
   p->cur_slot = s;
   walk_t *w = &p->walk;
   if (w->valid && w->epoch == p->epoch && w->n > 0 && w->l[slot_of(w, 0)].id == id) {
-    walk_shift(w);
+    walk_shift(w, p->epoch);
   } else {
     walk_reset(w, p->epoch);
   }
