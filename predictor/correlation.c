@@ -80,13 +80,18 @@
  * two buckets not used in the window, and only if it ranks higher; else
  * it is refused (no entry; its launch goes unpredicted). So the table
  * settles on a fixed share of the loop, the highest-ranked, and predicts
- * that share every lap (a million-launch loop in 32 MiB: 66-68% named from
+ * that share every lap (a million-launch loop in 32 MiB: 68% named from
  * the fourth lap). A rank (rank_of, 7 bits kept above the reference bit)
- * belongs to the launch whose successor an entry predicts: the pair entry
- * (prev, cur) has cur's, and cur's launch entry, which holds cur's
- * successors and its footprint, has the rank of the launch before cur.
- * So a launch kept is named, and named with its footprint where its
- * successor's entry was kept too (34-38% of that loop). A refused key leaves
+ * belongs to a run of launches: a run starts at each launch whose hash
+ * says so (starts_run, one in 16, the same ones every lap), and an entry
+ * has the rank of the run of the launch before the one whose successor it
+ * predicts (cur's launch entry, which holds cur's successors and its
+ * footprint, and the pair (prev, cur) have the rank of prev's run). So a
+ * walk through a kept run finds each step and its footprint: 54% of that
+ * loop is named with its footprint (the ring's share, Footprints too
+ * many, is what bounds it). With a rank for each launch on its own, a
+ * step and the footprint its successor's entry holds were kept apart:
+ * 34-38%. A refused key leaves
  * a tag at the door (a 16-bit slot for about every two entries: 8 bits of
  * the key, 8 of the time) that no other key overwrites for half a window;
  * refused again while it holds (a short loop that came after a long one,
@@ -250,6 +255,7 @@ struct mt_predictor {
   uint64_t win_keys;      /* region keys observed in this window */
   size_t ranked[128];     /* the table's entries of each rank */
   uint64_t prev, cur;     /* last two observed launches; 0 = none yet */
+  uint64_t run_cur, run_prev; /* the run (Loops too long) cur is in, and prev */
   uint32_t ctx;           /* the context at cur (see Context); 0 = none yet */
   uint64_t merge;         /* the last merge point observed (ctx's), 0 = none */
   bool context;           /* "context": merge points, contexts, branchy pairs */
@@ -349,10 +355,17 @@ static size_t find(const mt_predictor_t *p, uint64_t key) {
   return in_bucket(p, h2, key, &fill);
 }
 
-/* The rank, for a place in an overflowing table, of the entries that
-   predict the launch after `id` (Loops too long), 0..127. */
-static inline uint8_t rank_of(uint64_t id) {
-  return (uint8_t)(_mt_mix64(id ^ 0x72616e6bULL) >> 57);
+/* The rank, for a place in an overflowing table, of the entries of run
+   `run` (Loops too long), 0..127. */
+static inline uint8_t rank_of(uint64_t run) {
+  return (uint8_t)(_mt_mix64(run ^ 0x72616e6bULL) >> 57);
+}
+
+/* Whether id starts a run: one launch in RUN (16), the same ones every
+   lap. */
+#define RUN 16
+static inline bool starts_run(uint64_t id) {
+  return (_mt_mix64(id ^ 0x72756eULL) & (RUN - 1)) == 0;
 }
 
 static inline uint8_t rank(const entry_t *e) {
@@ -365,8 +378,8 @@ static inline uint8_t door_now(const mt_predictor_t *p) {
 }
 
 /* The slot holding key, inserting it (empty successors) with the rank of
-   the launch `of` (rank_of: computed only then) if absent; may evict, or,
-   while the table overflows, refuse (SIZE_MAX). */
+   run `of` (rank_of: computed only then) if absent; may evict, or, while
+   the table overflows, refuse (SIZE_MAX). */
 static size_t find_or_insert(mt_predictor_t *p, uint64_t key, uint64_t of) {
   size_t h1, h2, f1, f2, i;
   homes(p, key, &h1, &h2);
@@ -700,7 +713,7 @@ static void learn_at(mt_predictor_t *p, size_t i, uint64_t next) {
    (print last) starts with what cur's launch entry knew then (seed), as
    if pairs had been kept for cur all along. */
 static void seed_pair(mt_predictor_t *p, uint16_t last, const entry_t *seed) {
-  size_t i = find_or_insert(p, pair_key_print(last, p->cur), p->cur);
+  size_t i = find_or_insert(p, pair_key_print(last, p->cur), p->run_prev);
   if (i == SIZE_MAX || p->tab[i].cnt[0] > 0) return; /* no room, or it knows better */
   entry_t *e = &p->tab[i];
   e->succ = seed->succ, e->rival = seed->rival;
@@ -714,7 +727,7 @@ static void seed_pair(mt_predictor_t *p, uint16_t last, const entry_t *seed) {
    came after too (a detour): the pair starts from what cur knew, so one
    detour costs the usual successor one count, as anywhere else. */
 static void learn_pair(mt_predictor_t *p, uint64_t id, const entry_t *seed) {
-  size_t i = find_or_insert(p, pair_key(p->prev, p->cur), p->cur); /* it predicts the launch after cur */
+  size_t i = find_or_insert(p, pair_key(p->prev, p->cur), p->run_prev); /* as cur's launch entry */
   if (i == SIZE_MAX) return; /* no room (Loops too long) */
   entry_t *e = &p->tab[i];
   if (seed != NULL && e->cnt[0] == 0) {
@@ -743,8 +756,8 @@ static void learn_pair(mt_predictor_t *p, uint64_t id, const entry_t *seed) {
     }
   }
   /* the inserts below may evict e itself: it is not touched again */
-  if (first && top_ctx != p->ctx) learn_at(p, find_or_insert(p, ctx_key(p->prev, p->cur, top_ctx), p->cur), top);
-  learn_at(p, find_or_insert(p, ctx_key(p->prev, p->cur, p->ctx), p->cur), id);
+  if (first && top_ctx != p->ctx) learn_at(p, find_or_insert(p, ctx_key(p->prev, p->cur, top_ctx), p->run_prev), top);
+  learn_at(p, find_or_insert(p, ctx_key(p->prev, p->cur, p->ctx), p->run_prev), id);
 }
 
 static bool corr_observe(mt_predictor_t *p, uint64_t id, const uint64_t *keys, size_t n) {
@@ -764,7 +777,7 @@ static bool corr_observe(mt_predictor_t *p, uint64_t id, const uint64_t *keys, s
     uint64_t ck = launch_key(p->cur);
     size_t cs = p->cur_slot == SIZE_MAX            ? SIZE_MAX
                 : p->tab[p->cur_slot].key == ck ? p->cur_slot
-                                                : find_or_insert(p, ck, p->prev);
+                                                : find_or_insert(p, ck, p->run_prev);
     if (cs != SIZE_MAX) {
       entry_t *c = &p->tab[cs];
       const uint16_t pp = prev_print(p->prev), last = c->link >> 1;
@@ -783,7 +796,7 @@ static bool corr_observe(mt_predictor_t *p, uint64_t id, const uint64_t *keys, s
   }
   /* its footprint is wanted where the launch before it is predicted from:
      the same rank as that launch's pair entry */
-  size_t s = find_or_insert(p, launch_key(id), p->cur);
+  size_t s = find_or_insert(p, launch_key(id), p->run_cur);
   if (s != SIZE_MAX) store_footprint(p, s, keys, n);
   if (p->context && p->st.observed > 1 && s != SIZE_MAX) { /* a merge point: the context is who led here */
     entry_t *e = &p->tab[s];
@@ -795,6 +808,8 @@ static bool corr_observe(mt_predictor_t *p, uint64_t id, const uint64_t *keys, s
   p->prev = p->cur;
   p->cur = id;
   p->cur_slot = s;
+  p->run_prev = p->run_cur;
+  if (starts_run(id)) p->run_cur = id;
   walk_t *w = &p->walk;
   if (w->valid && w->epoch == p->epoch && w->n > 0 && w->l[slot_of(w, 0)].id == id) {
     walk_shift(w, p->epoch);

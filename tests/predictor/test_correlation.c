@@ -380,10 +380,12 @@ Test(predictor, footprints_too_many_keep_a_share) {
   ops->destroy(p);
 }
 
-/* Loops too long: a loop of 2,000 launches (4,000 keys) on a table of
-   1,024 entries is predicted in part, with footprints, every lap once the
-   table has settled on its share; with the clock alone it was not at all
-   (every entry evicted before its launch came round). */
+/* Loops too long: a loop of 2,000 launches on a table of 1,024 entries
+   is predicted in part, with footprints, every lap once the table has
+   settled on its share; with the clock alone it was not at all (every
+   entry evicted before its launch came round). Ranks by runs of launches
+   keep a step and its footprint together: 929 of the 1,023 named come
+   with it (520 with a rank for each launch). */
 Test(predictor, a_loop_too_long_is_predicted_in_part) {
   const mt_predictor_ops_t *ops = C();
   mt_predictor_t *p = ops->create(&(mt_predictor_config_t){.capacity = 1024, .footprint_regions = 32768});
@@ -403,7 +405,7 @@ Test(predictor, a_loop_too_long_is_predicted_in_part) {
   mt_predictor_stats_t st;
   ops->stats(p, &st);
   cr_assert_geq(hits, 500, "the last lap: %zu of 2000 named", hits);
-  cr_assert_geq(with_fp, 250, "the last lap: %zu of 2000 named with their footprint", with_fp);
+  cr_assert_geq(with_fp, 750, "the last lap: %zu of 2000 named with their footprint", with_fp);
   cr_assert_gt(st.refused, 0, "the table refused keys");
   ops->destroy(p);
 }
