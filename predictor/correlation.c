@@ -13,8 +13,8 @@
  *    launch always followed by the same one needs no context to be
  *    predicted, and in a training step almost every launch is such (its
  *    identity names its regions). Pairs for every launch doubled the table
- *    for nothing on the G10 and synth traces (seventeenth session: two
- *    entries a launch; now one and a little).
+ *    for nothing on the G10 and synth traces (until the nineteenth
+ *    session: two entries a launch; now one and a little).
  * Each entry keeps two successors with small counts, most frequent first:
  * the best one's launch id, and the rival's 32-bit fingerprint (the rival
  * is only ever promoted by an observation of it, which brings its id).
@@ -51,7 +51,8 @@
  * an iteration of r paged regions each needs about L entries (a few more
  * at forks) and r L keys, 64 bytes a launch at the 2.4 regions a launch
  * of the 100B synth and the G10 traces: a million launches an iteration
- * are named in full in 64 MiB (docs/predictor.md, "Its memory"). Until
+ * are named in full in 64 MiB (docs/predictor.md, "A million launches in
+ * 64 MiB"). Until
  * the nineteenth session (two entries a launch; 16 bytes a region, key
  * and size; a header a footprint; power-of-two tables) 34% of such a loop
  * was named there.
