@@ -30,7 +30,8 @@ typedef struct mt_predictor mt_predictor_t;
 /* One predicted launch. A footprint is the keys of the regions a launch
    used, in slot order; sizes belong to the regions, which the caller
    knows (a predictor that stored them would spend on every reference what
-   one number per region says: docs/predictor.md, "Its memory"). */
+   one number per region says: docs/predictor.md, "A million
+   launches in 64 MiB"). */
 typedef struct mt_pred_launch {
   uint64_t id;        /* launch identity */
   double confidence;  /* probability estimate in (0, 1] that the stream
