@@ -211,6 +211,8 @@ typedef struct walk {
   uint32_t size;
   uint32_t start, n;
   double base;
+  size_t tail;         /* the launch entry of the last step's launch (n > 0), SIZE_MAX: none;
+                          slots hold while the epoch does (only evictions replace a key) */
   bool ended;          /* the walk cannot go past its last step */
   bool valid;
   uint64_t epoch;
@@ -337,6 +339,11 @@ static inline void homes(const mt_predictor_t *p, uint64_t key, size_t *h1, size
   *h2 = home_of(p, key << 32 | key >> 32);
 }
 
+/* Slot k (0..HOOD) of the neighbourhood of buckets h1 and h2. */
+static inline size_t hood(size_t h1, size_t h2, int k) {
+  return k < PROBE ? h1 + (size_t)k : h2 + (size_t)(k - PROBE);
+}
+
 /* The slot holding key in the bucket starting at h, or SIZE_MAX; *fill: the
    bucket's entries. A bucket fills from its first slot, and nothing leaves
    a slot empty again, so its first empty slot ends the search. */
@@ -400,7 +407,7 @@ static size_t find_or_insert(mt_predictor_t *p, uint64_t key, uint64_t of) {
        a long one). */
     size_t low = SIZE_MAX;
     for (int k = 0; k < HOOD; k++) {
-      i = k < PROBE ? h1 + (size_t)k : h2 + (size_t)(k - PROBE);
+      i = hood(h1, h2, k);
       if (!(p->tab[i].ref & REF_USED) && (low == SIZE_MAX || rank(&p->tab[i]) < rank(&p->tab[low]))) low = i;
     }
     uint16_t *d = &p->door[(size_t)(key >> 24) & p->door_mask];
@@ -417,7 +424,7 @@ static size_t find_or_insert(mt_predictor_t *p, uint64_t key, uint64_t of) {
     /* A clock over the neighbourhood. Two passes at most: the first
        clears every bit it passes. */
     for (int k = 0; k < 2 * HOOD; k++) {
-      i = k % HOOD < PROBE ? h1 + (size_t)(k % HOOD) : h2 + (size_t)(k % HOOD - PROBE);
+      i = hood(h1, h2, k % HOOD);
       if (!(p->tab[i].ref & REF_USED)) break;
       p->tab[i].ref &= (uint8_t)~REF_USED;
     }
@@ -577,14 +584,17 @@ static bool extend(const mt_predictor_t *p, walk_t *w, uint32_t want) {
     uint64_t prev, cur, next;
     uint32_t ctx = w->n >= 1 ? w->ctx[slot_of(w, w->n - 1)] : p->ctx;
     double prob, conf = w->n >= 1 ? w->l[slot_of(w, w->n - 1)].confidence : w->base;
+    size_t lc = w->tail; /* cur's launch entry: the last step found it */
     if (w->n >= 2) {
       prev = w->l[slot_of(w, w->n - 2)].id, cur = w->l[slot_of(w, w->n - 1)].id;
     } else if (w->n == 1) {
       prev = p->cur, cur = w->l[slot_of(w, 0)].id;
     } else {
       prev = p->prev, cur = p->cur;
+      lc = p->cur_slot != SIZE_MAX && p->tab[p->cur_slot].key == launch_key(cur) ? p->cur_slot
+                                                                              : find(p, launch_key(cur));
     }
-    if (!step(p, prev, cur, find(p, launch_key(cur)), ctx, &next, &prob)) {
+    if (!step(p, prev, cur, lc, ctx, &next, &prob)) {
       w->ended = true;
       break;
     }
@@ -594,6 +604,7 @@ static bool extend(const mt_predictor_t *p, walk_t *w, uint32_t want) {
     w->l[j].confidence = conf * prob;
     w->l[j].keys = footprint(p, li, &w->l[j].nkeys);
     w->ctx[j] = ctx_next(p, li, cur, next, ctx);
+    w->tail = li;
     w->n++;
   }
   return w->n > 0;
@@ -710,15 +721,19 @@ static void learn_at(mt_predictor_t *p, size_t i, uint64_t next) {
   if (i != SIZE_MAX) p->epoch += learn(&p->tab[i], next);
 }
 
+/* A new pair entry e starts with the successors of seed, a launch entry. */
+static inline void seed_from(entry_t *e, const entry_t *seed) {
+  e->succ = seed->succ, e->rival = seed->rival;
+  e->cnt[0] = seed->cnt[0], e->cnt[1] = seed->cnt[1];
+}
+
 /* A fork was found at cur: the pair its earlier successors came after
    (print last) starts with what cur's launch entry knew then (seed), as
    if pairs had been kept for cur all along. */
 static void seed_pair(mt_predictor_t *p, uint16_t last, const entry_t *seed) {
   size_t i = find_or_insert(p, pair_key_print(last, p->cur), p->run_prev);
   if (i == SIZE_MAX || p->tab[i].cnt[0] > 0) return; /* no room, or it knows better */
-  entry_t *e = &p->tab[i];
-  e->succ = seed->succ, e->rival = seed->rival;
-  e->cnt[0] = seed->cnt[0], e->cnt[1] = seed->cnt[1];
+  seed_from(&p->tab[i], seed);
   p->epoch++;
 }
 
@@ -731,10 +746,7 @@ static void learn_pair(mt_predictor_t *p, uint64_t id, const entry_t *seed) {
   size_t i = find_or_insert(p, pair_key(p->prev, p->cur), p->run_prev); /* as cur's launch entry */
   if (i == SIZE_MAX) return; /* no room (Loops too long) */
   entry_t *e = &p->tab[i];
-  if (seed != NULL && e->cnt[0] == 0) {
-    e->succ = seed->succ, e->rival = seed->rival;
-    e->cnt[0] = seed->cnt[0], e->cnt[1] = seed->cnt[1];
-  }
+  if (seed != NULL && e->cnt[0] == 0) seed_from(e, seed);
   uint64_t top = e->succ;
   uint32_t top_ctx = e->fp; /* the context of its last learn */
   bool had = e->cnt[0] > 0;
@@ -846,14 +858,15 @@ static size_t corr_predict(mt_predictor_t *p, mt_pred_launch_t *out, size_t max)
   uint64_t prev = p->prev, cur = p->cur, next;
   uint32_t ctx = p->ctx;
   double prob, conf = 1.0;
-  while (k < max && step(p, prev, cur, find(p, launch_key(cur)), ctx, &next, &prob)) {
+  size_t lc = find(p, launch_key(cur));
+  while (k < max && step(p, prev, cur, lc, ctx, &next, &prob)) {
     size_t li = find(p, launch_key(next));
     conf *= prob;
     out[k].id = next;
     out[k].confidence = conf;
     out[k].keys = footprint(p, li, &out[k].nkeys);
     ctx = ctx_next(p, li, cur, next, ctx);
-    prev = cur, cur = next;
+    prev = cur, cur = next, lc = li;
     k++;
   }
   return k;
