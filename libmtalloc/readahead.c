@@ -83,7 +83,6 @@ struct mt_readahead {
   unsigned cap, head, n;     /* n: entries from head, holes included */
   unsigned inflight;         /* entries with a chunk */
   unsigned depth;
-  mt_pred_launch_t *out;     /* depth predictions */
   mt_region_t **win;         /* scratch: this launch's window */
 };
 
@@ -96,11 +95,9 @@ static mt_readahead_t *ra_open(mt_pager_t *p) {
   ra->cap = (unsigned)cap;
   ra->depth = p->ra_depth ? p->ra_depth : 1; /* tests read ahead by region with depth 0 */
   ra->reads = calloc(cap, sizeof(*ra->reads));
-  ra->out = calloc(ra->depth, sizeof(*ra->out));
   ra->win = calloc(RA_WINDOW_MAX, sizeof(*ra->win));
-  if (ra->reads == NULL || ra->out == NULL || ra->win == NULL) {
+  if (ra->reads == NULL || ra->win == NULL) {
     free(ra->reads);
-    free(ra->out);
     free(ra->win);
     free(ra);
     return NULL;
@@ -307,11 +304,10 @@ void _mt_ra_launch(mt_pager_t *p, const mt_predictor_ops_t *ops, mt_predictor_t 
     p->ra_window = 0;
     return;
   }
-  /* the predictor's own walk where it has one (a copy of 1,024 launches
-   * at every launch cost more than the walk: docs/predictor.md) */
-  mt_pred_view_t v = {.run = {ra->out}, .scale = 1.0};
-  if (ops->view != NULL) ops->view(pred, ra->depth, &v);
-  else v.n[0] = ops->predict(pred, ra->out, ra->depth);
+  /* the predictor's walk where it lies (a copy of 1,024 launches at
+   * every launch cost more than the walk: docs/predictor.md) */
+  mt_pred_view_t v;
+  ops->view(pred, ra->depth, &v);
   /* 1. the window, nearest launch first, each region once; all of it is
    * marked before any room is made, so that no spill takes a chunk the
    * window needs for one it needs later */
@@ -331,7 +327,6 @@ void _mt_ra_launch(mt_pager_t *p, const mt_predictor_ops_t *ops, mt_predictor_t 
         ra->win[nwin++] = r;
       }
     }
-    if (v.n[run] > 0 && l[v.n[run] - 1].confidence < least) break; /* the rest is less sure */
   }
   p->ra_window = p->epoch;
   /* 2. reads of their NVME chunks, nearest first, while room and ring last */

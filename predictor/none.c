@@ -32,6 +32,12 @@ static size_t none_predict(mt_predictor_t *p, mt_pred_launch_t *out, size_t max)
   return 0;
 }
 
+static size_t none_view(mt_predictor_t *p, size_t max, mt_pred_view_t *v) {
+  (void)p, (void)max;
+  *v = (mt_pred_view_t){.scale = 1.0};
+  return 0;
+}
+
 static void none_stats(const mt_predictor_t *p, mt_predictor_stats_t *out) {
   *out = (mt_predictor_stats_t){.observed = p->observed, .table_bytes = sizeof(*p)};
 }
@@ -42,5 +48,6 @@ const mt_predictor_ops_t _mt_predictor_none = {
   .destroy = none_destroy,
   .observe = none_observe,
   .predict = none_predict,
+  .view = none_view,
   .stats = none_stats,
 };

@@ -104,7 +104,7 @@ typedef struct mt_predictor_ops {
      config's walk_max), without copying them: for deep walks asked at every
      launch (the NVMe read-ahead's 1,024), where handing them out cost more
      than finding them. Valid until the next observe() or destroy().
-     Returns the count. NULL where a predictor has none: use predict(). */
+     Returns the count. */
   size_t (*view)(mt_predictor_t *p, size_t max, mt_pred_view_t *v);
   void (*stats)(const mt_predictor_t *p, mt_predictor_stats_t *out);
 } mt_predictor_ops_t;
