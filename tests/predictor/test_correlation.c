@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mix.h"
 #include "predictor.h"
 
 static const mt_predictor_ops_t *C(void) {
@@ -23,12 +24,6 @@ static size_t fp_of(uint64_t id, uint64_t *r) {
   size_t n = (size_t)(id % 5) + 1;
   for (size_t k = 0; k < n; k++) r[k] = id * 100 + k;
   return n;
-}
-
-static uint64_t _mt_test_mix(uint64_t x) {
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
 }
 
 static bool obs(const mt_predictor_ops_t *ops, mt_predictor_t *p, uint64_t id) {
@@ -332,12 +327,12 @@ Test(predictor, a_million_launches_in_64_MiB) {
   for (int it = 0; it < 2; it++) {
     hits = with_fp = 0;
     for (size_t i = 0; i < L; i++) {
-      const size_t n = 1 + (size_t)(_mt_test_mix(i) % 4);
+      const size_t n = 1 + (size_t)(_mt_mix64(i) % 4);
       bool hit = ops->observe(p, 0x100000000ULL + i, &keys[4 * i], n);
       hits += hit;
       with_fp += hit && fp_next;
       size_t m = ops->predict(p, out, 8);
-      fp_next = m > 0 && out[0].nkeys == 1 + _mt_test_mix(out[0].id - 0x100000000ULL) % 4 &&
+      fp_next = m > 0 && out[0].nkeys == 1 + _mt_mix64(out[0].id - 0x100000000ULL) % 4 &&
                 memcmp(out[0].keys, &keys[4 * (out[0].id - 0x100000000ULL)], out[0].nkeys * sizeof(*keys)) == 0;
     }
   }
