@@ -794,21 +794,21 @@ static bool corr_observe(mt_predictor_t *p, uint64_t id, const uint64_t *keys, s
     if (cs != SIZE_MAX) {
       entry_t *c = &p->tab[cs];
       const uint16_t pp = prev_print(p->prev), last = c->link >> 1;
-      entry_t seed = *c; /* what the launch knew before this turn (Forks) */
-      bool fork = false;
-      if (!(c->link & LINK_FORK) && c->cnt[0] > 0 && c->succ != id) {
-        fork = true; /* from now on its pairs tell its successors apart */
+      const bool was_fork = c->link & LINK_FORK, fork = !was_fork && c->cnt[0] > 0 && c->succ != id;
+      entry_t seed = {0}; /* at a new fork: what the launch knew before this turn (Forks) */
+      if (fork) {
+        seed = *c; /* from now on its pairs tell its successors apart */
         p->epoch++;
       }
       p->epoch += learn(c, id);
-      c->link = (uint16_t)(pp << 1 | (fork || (c->link & LINK_FORK)));
+      c->link = (uint16_t)(pp << 1 | (fork || was_fork));
       /* the pairs learn after the launch entry: their inserts may evict it */
       if (fork && last != 0 && last != pp) seed_pair(p, last, &seed);
-      if ((fork || (seed.link & LINK_FORK)) && p->st.observed > 2) learn_pair(p, id, fork && last == pp ? &seed : NULL);
+      if ((fork || was_fork) && p->st.observed > 2) learn_pair(p, id, fork && last == pp ? &seed : NULL);
     }
   }
-  /* its footprint is wanted where the launch before it is predicted from:
-     the same rank as that launch's pair entry */
+  /* its entry has the rank of the run of the launch before it, as the
+     pairs after it will (Loops too long) */
   size_t s = find_or_insert(p, launch_key(id), p->run_cur);
   if (s != SIZE_MAX) store_footprint(p, s, keys, n);
   if (p->context && p->st.observed > 1 && s != SIZE_MAX) { /* a merge point: the context is who led here */
