@@ -83,6 +83,8 @@ struct _mt_nvme_chunk {
   uint64_t *sum;          /* xxh3-64 of each page as written */
   uint64_t region, offset;
   bool valid;
+  bool doomed;            /* freed while a given-up op's requests are in flight:
+                           * its pages go back when they finish */
   _mt_nvme_op_t *busy;    /* the op in flight on it, or NULL */
   _mt_nvme_chunk_t *prev_c, *next_c;  /* all chunks, for close */
 };
@@ -137,6 +139,10 @@ struct _mt_nvme {
   uint8_t **bounce_free;
   unsigned nbounce_free;
   _mt_nvme_op_t *qhead, *qtail;
+  /* Stand-ins for given-up ops (_mt_nvme_abandon): each has a request on
+   * the ring, so queue_depth of them always suffice. */
+  _mt_nvme_op_t *orphans;
+  unsigned norphans;      /* in use */
   staging_t *stg;
   size_t nstg, stg_cap;
   uint64_t stg_used;      /* bytes of staging buffers handed out */
@@ -428,7 +434,8 @@ int _mt_nvme_open(const _mt_nvme_cfg_t *cfg, _mt_nvme_t **out) {
   s->bounce_free = calloc(qd, sizeof(uint8_t *));
   s->hashq = calloc(qd, sizeof(req_t *));
   s->verq = calloc(qd, sizeof(req_t));
-  if (!s->reqs || !s->bounce_free || !s->hashq || !s->verq) {
+  s->orphans = calloc(qd, sizeof(_mt_nvme_op_t));
+  if (!s->reqs || !s->bounce_free || !s->hashq || !s->verq || !s->orphans) {
     rc = -ENOMEM;
     goto fail;
   }
@@ -483,6 +490,7 @@ int _mt_nvme_close(_mt_nvme_t *s) {
   free(s->bounce_free);
   free(s->hashq);
   free(s->verq);
+  free(s->orphans);
   free(s->reqs);
   for (unsigned i = 0; i < s->nfiles; i++) {
     if (s->files[i].fd >= 0) close(s->files[i].fd);
@@ -556,6 +564,10 @@ int _mt_nvme_chunk_alloc(_mt_nvme_t *s, uint64_t bytes, uint64_t region, uint64_
 
 int _mt_nvme_chunk_free(_mt_nvme_t *s, _mt_nvme_chunk_t *c) {
   if (!c) return 0;
+  if (c->busy && c->busy->orphan) { /* the drive still has its pages: freed when it answers */
+    c->doomed = true;
+    return 0;
+  }
   if (c->busy) return -EBUSY;
   for (uint32_t i = 0; i < c->next; i++) {
     put_run(&s->files[c->ext[i].file], c->ext[i].page, c->ext[i].npages);
@@ -688,13 +700,24 @@ static void fail_op(_mt_nvme_t *s, _mt_nvme_op_t *op, int err) {
   dequeue(s, op);  /* issue nothing more for it */
 }
 
-/* Finishes op if nothing of it is left; returns 1 if it finished. */
-static int maybe_finish(_mt_nvme_op_t *op) {
+/* Finishes op if nothing of it is left; returns 1 if it finished. A
+ * given-up op's stand-in goes back to the store, and takes its chunk's
+ * pages with it when the chunk was freed meanwhile. */
+static int maybe_finish(_mt_nvme_t *s, _mt_nvme_op_t *op) {
   if (op->inflight > 0 || !op_issued_all(op)) return 0;
   _mt_nvme_chunk_t *c = op->chunk;
   if (op->write) c->valid = op->result == 0;
   c->busy = NULL;
   op->busy = false;
+  if (op->orphan) {
+    mt_debug("nvme: a given-up %s of region 0x%llx offset %llu finished after all (%d)",
+             op->write ? "write" : "read", (unsigned long long)c->region, (unsigned long long)c->offset,
+             op->result);
+    op->orphan = false;
+    s->norphans--;
+    if (c->doomed) (void)_mt_nvme_chunk_free(s, c);
+    return 0;
+  }
   if (op->done) op->done(op);
   return 1;
 }
@@ -790,11 +813,17 @@ static int complete(_mt_nvme_t *s, req_t *r, int res) {
   s->free_reqs = r;
   s->inflight--;
   op->inflight--;
-  return maybe_finish(op);
+  return maybe_finish(s, op);
 }
 
 static int start(_mt_nvme_t *s, _mt_nvme_chunk_t *c, uint8_t *buf, bool write, _mt_nvme_op_t *op) {
   if ((uintptr_t)buf % PAGE) return -EINVAL;
+  if (c->busy && c->busy->orphan) {
+    mt_error("nvme: region 0x%llx offset %llu: an earlier %s of it, given up past its wait bound, has not "
+             "finished; the drive still holds its pages", (unsigned long long)c->region,
+             (unsigned long long)c->offset, c->busy->write ? "write" : "read");
+    return -EBUSY;
+  }
   if (op->busy || c->busy) return -EBUSY;
   if (!write && !c->valid) return -ENODATA;
   if (write) c->valid = false;  /* until every page of the new copy is down */
@@ -872,7 +901,7 @@ static int reap(_mt_nvme_t *s) {
     else s->st.bytes_read += r->tail ? r->tail : r->len;
     if (r->tail) s->bounce_free[s->nbounce_free++] = r->buf;
     op->inflight--;
-    finished += maybe_finish(op);
+    finished += maybe_finish(s, op);
   }
   s->nver = 0;
   return finished;
@@ -912,12 +941,43 @@ int _mt_nvme_wait(_mt_nvme_t *s, _mt_nvme_op_t *op, uint32_t timeout_ms) {
       mt_error("nvme: %s of region 0x%llx offset %llu not finished after %u ms", op->write ? "write" : "read",
                (unsigned long long)op->chunk->region, (unsigned long long)op->chunk->offset, timeout_ms);
       diagnose(s, timeout_ms);
+      _mt_nvme_abandon(s, op);
       return -ETIMEDOUT;
     }
     int rc = _mt_nvme_poll(s, 1, (uint32_t)((end - t + 999999u) / 1000000u));
     if (rc < 0 && rc != -ETIMEDOUT) return rc;
   }
   return op->result;
+}
+
+void _mt_nvme_abandon(_mt_nvme_t *s, _mt_nvme_op_t *op) {
+  if (!op->busy) return;
+  dequeue(s, op); /* no further piece */
+  if (op->result == 0) op->result = -ETIMEDOUT;
+  if (op->inflight > 0) {
+    /* requests on the ring: a stand-in the store owns answers for them */
+    _mt_nvme_op_t *o = NULL;
+    for (unsigned i = 0; i < s->cfg.queue_depth && !o; i++)
+      if (!s->orphans[i].orphan) o = &s->orphans[i];
+    mt_assert(o != NULL); /* each stand-in has a request on the ring */
+    *o = *op;
+    o->orphan = true;
+    o->done = NULL;
+    o->arg = NULL;
+    o->next = NULL;
+    s->norphans++;
+    for (unsigned i = 0; i < s->cfg.queue_depth; i++)
+      if (s->reqs[i].op == op) s->reqs[i].op = o;
+    for (unsigned i = 0; i < s->nver; i++)
+      if (s->verq[i].op == op) s->verq[i].op = o;
+    op->chunk->busy = o;
+    op->inflight = 0;
+    op->busy = false;
+    if (op->write) op->chunk->valid = false;
+    return;
+  }
+  /* nothing of it reached the ring: over now */
+  (void)maybe_finish(s, op);
 }
 
 /* ---- staging --------------------------------------------------------------- */

@@ -44,8 +44,11 @@
  *             region and offset; that page of the destination is cleared,
  *             so corrupt bytes are never delivered
  *   -ENODATA  read of a chunk that holds no valid copy
- *   -ETIMEDOUT a wait past its bound: a diagnostic names the oldest request
- *   -EBUSY    free or write of a chunk with an operation in flight
+ *   -ETIMEDOUT a wait past its bound: a diagnostic names the oldest request,
+ *             and the op is given up (_mt_nvme_abandon)
+ *   -EBUSY    free or write of a chunk with an operation in flight, or a
+ *             read or write of one whose given-up request the drive has
+ *             not answered yet
  * After an error the source of a write is untouched (the caller still holds
  * the data: nothing is lost) and the chunk is not valid.
  *
@@ -100,6 +103,7 @@ struct _mt_nvme_op {
   uint32_t page;                    /* chunk page index of that piece */
   uint32_t inflight;                /* requests on the ring */
   _mt_nvme_op_t *next;              /* queue of ops with pieces left to issue */
+  bool orphan;                      /* a given-up op's stand-in, owned by the store */
 };
 
 typedef struct _mt_nvme_stats {
@@ -133,7 +137,9 @@ int _mt_nvme_close(_mt_nvme_t *s);
  * request and consecutive runs go to the next directory (striping). */
 int _mt_nvme_chunk_alloc(_mt_nvme_t *s, uint64_t bytes, uint64_t region, uint64_t offset,
                          _mt_nvme_chunk_t **out);
-/* Returns the pages to the free list: 0, or -EBUSY with an op in flight. */
+/* Returns the pages to the free list: 0, or -EBUSY with an op in flight;
+ * with only a given-up op's requests in flight, 0, and the pages go back
+ * when the drive answers (_mt_nvme_abandon). */
 int _mt_nvme_chunk_free(_mt_nvme_t *s, _mt_nvme_chunk_t *c);
 bool _mt_nvme_chunk_valid(const _mt_nvme_chunk_t *c);
 void _mt_nvme_chunk_invalidate(_mt_nvme_chunk_t *c);
@@ -150,8 +156,19 @@ int _mt_nvme_read(_mt_nvme_t *s, _mt_nvme_chunk_t *c, void *dst, _mt_nvme_op_t *
  * Returns the number of ops finished, or -ETIMEDOUT after a diagnostic. */
 int _mt_nvme_poll(_mt_nvme_t *s, unsigned min_ops, uint32_t timeout_ms);
 /* Polls until op is finished or timeout_ms (0: cfg.wait_ms) passes. Returns
- * op->result, or -ETIMEDOUT after a diagnostic (op stays busy). */
+ * op->result, or -ETIMEDOUT after a diagnostic; then op is given up
+ * (_mt_nvme_abandon), so waiting on it again returns -ETIMEDOUT at once. */
 int _mt_nvme_wait(_mt_nvme_t *s, _mt_nvme_op_t *op, uint32_t timeout_ms);
+/* Gives up a busy op the caller will not wait for any longer: the op is
+ * the caller's again at once (busy false, result -ETIMEDOUT; its memory may
+ * be reused or go out of scope), no further piece of it is issued, and a
+ * stand-in the store owns takes its requests still on the ring. Its buffer
+ * stays the drive's until those finish -- the caller never reuses a read's
+ * destination (a late transfer may still land in it) -- and so do the
+ * chunk's pages: the chunk stays busy (-EBUSY) until then, is never valid
+ * after a given-up write, and a _mt_nvme_chunk_free meanwhile takes effect
+ * when the drive answers. No-op on an op that is not busy. */
+void _mt_nvme_abandon(_mt_nvme_t *s, _mt_nvme_op_t *op);
 /* Requests on the ring plus pieces queued behind them (0: idle). */
 unsigned _mt_nvme_pending(const _mt_nvme_t *s);
 

@@ -117,7 +117,8 @@ static bool read_done(mt_pager_t *p, const ra_read_t *e) {
 }
 
 /* Waits for the read (bounded). 0, or -ETIMEDOUT: the drive may still
- * write into the slot and the chunk's pages. */
+ * write into the slot and the chunk's pages (the store gave the op up:
+ * give_up, below). */
 static int read_wait(mt_pager_t *p, ra_read_t *e) {
   if (e->op.busy) {
     int rc = _mt_nvme_wait(p->nv->store, &e->op, 0);
@@ -205,19 +206,25 @@ void _mt_ra_poll(mt_pager_t *p) {
   }
 }
 
+/* A read past the store's wait bound: the store has given its op up
+ * (_mt_nvme_abandon), so the entry is free for another read; the slot the
+ * drive may still write into stays out of use for good (counted in
+ * host_used); the chunk stays NVME, its pages the drive's until it
+ * answers (a read of it meanwhile fails with -EBUSY, saying so). */
+static void give_up(mt_pager_t *p, ra_read_t *e) {
+  mt_chunk_t *c = e->c;
+  mt_error("nvme: a read-ahead of chunk %u of the region at %#lx does not finish; its host slot is "
+           "given up", c->index, (unsigned long)c->region->addr);
+  mt_stat_add(nvme_errors, 1);
+  c->ra = 0;
+  c->region->nra--;
+  entry_free(p->ra, e);
+}
+
 void _mt_ra_cancel(mt_pager_t *p, mt_chunk_t *c) {
   ra_read_t *e = read_of(p, c);
-  if (read_wait(p, e) < 0) {
-    /* The drive still owns the slot and the pages: both stay out of use
-     * for good (the slot stays counted in host_used), nothing is read. */
-    mt_error("nvme: a read-ahead of chunk %u of the region at %#lx does not finish; its host slot is "
-             "given up", c->index, (unsigned long)c->region->addr);
-    c->ra = 0;
-    c->region->nra--;
-    entry_free(p->ra, e);
-    return;
-  }
-  drop(p, e);
+  if (read_wait(p, e) < 0) give_up(p, e);
+  else drop(p, e);
 }
 
 bool _mt_ra_reading(mt_pager_t *p, const mt_region_t *r) {
@@ -236,7 +243,7 @@ void _mt_ra_claim(mt_pager_t *p, mt_region_t *r, size_t first, size_t last) {
       ra_read_t *e = read_of(p, c);
       bool late = !read_done(p, e);
       if (late && read_wait(p, e) < 0) {
-        _mt_ra_cancel(p, c); /* logs; the demand read will say what the drive does */
+        give_up(p, e); /* the demand read will say what the drive does */
         continue;
       }
       complete(p, e);

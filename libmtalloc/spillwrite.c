@@ -54,8 +54,9 @@
  * and goes back to the host tier's policy (or, having left HOST, drops its
  * invalid pages); the error is counted (nvme_errors) and logged once per
  * kind. A write that does not finish within the store's bound (-ETIMEDOUT)
- * is abandoned: the drive keeps its pages (never freed nor read), the
- * chunk keeps its host copy (the drive only reads it).
+ * is abandoned: the store gives its op up and frees the pages once the
+ * drive answers (never read meanwhile), the chunk keeps its host copy (the
+ * drive only reads it).
  *
  * Not done here: with host mappings (MT_HOST_MAP on a GPU that has them) a
  * host copy need not be CPU-readable and spills go through staging slots
@@ -115,7 +116,6 @@ typedef struct sw_write {
   _mt_nvme_op_t op;          /* the store's; its address stays fixed while busy */
   mt_chunk_t *c;             /* NULL: free (completed, settled) */
   uint64_t done_at;          /* virtual clock: when the drive finishes it; 0 = the op says */
-  bool stuck;                /* abandoned after a timeout: the op stays the drive's (never reused) */
   bool keep;                 /* a copy written ahead (write_ahead): the chunk stays HOST */
 } sw_write_t;
 
@@ -161,8 +161,8 @@ static bool write_done(mt_pager_t *p, const sw_write_t *e) {
   return e->done_at == 0 || p->dev->ops->nvme_done(p->dev, e->done_at) == 1;
 }
 
-/* Waits for the write (bounded). 0, or -ETIMEDOUT: the drive still owns
- * the op and the chunk's pages. */
+/* Waits for the write (bounded). 0, or -ETIMEDOUT: the store gave the op
+ * up (abandon, below); the drive still owns the chunk's pages. */
 static int write_wait(mt_pager_t *p, sw_write_t *e) {
   if (e->op.busy) {
     int rc = _mt_nvme_wait(p->nv->store, &e->op, 0);
@@ -246,14 +246,16 @@ static void finish(mt_pager_t *p, sw_write_t *e, bool move) {
     _mt_trace_move(MT_TR_EVICT, c->region->id, c->index, MT_TIER_HOST, MT_TIER_NVME, true, false, _mt_chunk_data(p, c));
 }
 
-/* Abandons a write that does not finish: its pages stay the drive's. */
+/* Abandons a write that does not finish (the store gave its op up,
+ * _mt_nvme_abandon): its pages go back once the drive answers, the entry
+ * is free now, the chunk keeps its host copy (the drive only reads it). */
 static void abandon(mt_pager_t *p, sw_write_t *e) {
   mt_chunk_t *c = e->c;
   mt_error("nvme: a spill write of chunk %u of the region at %#lx does not finish; its NVMe pages are given "
            "up, its host copy stays", c->index, (unsigned long)c->region->addr);
   mt_stat_add(nvme_errors, 1);
-  e->stuck = true;
-  c->nv = NULL; /* never read nor freed: the store still has the op */
+  (void)_mt_nvme_chunk_free(p->nv->store, c->nv); /* takes effect when the drive answers */
+  c->nv = NULL;
   c->sw = 0;
   entry_free(p->sw, e);
   if (c->state == CH_HOST) _mt_host_tier_out(p, c);
@@ -313,7 +315,6 @@ static bool issue(mt_pager_t *p, mt_chunk_t *c, bool keep) {
     return true;
   }
   sw_write_t *e = &s->w[(s->head + s->n) % s->cap];
-  if (e->stuck) return false; /* the drive still has its op: the ring is full */
   memset(e, 0, sizeof(*e));
   if ((rc = _mt_nvme_write(p->nv->store, c->nv, (const void *)c->host_addr, &e->op)) < 0) return false;
   if (p->dev->ops->nvme_issue) e->done_at = p->dev->ops->nvme_issue(p->dev, true, p->chunk);

@@ -342,6 +342,17 @@ int _mt_nv_read_host(mt_pager_t *p, mt_chunk_t *c) {
     if (rc == 0) rc = _mt_nvme_wait(t->store, &op, 0);
     if (rc < 0) {
       mt_stat_add(nvme_errors, 1);
+      if (rc == -ETIMEDOUT) {
+        /* The drive may still write into the host copy: its slot stays
+         * out of use for good (counted in host_used), so no other chunk
+         * gets it; the chunk stays NVME, its copy there still valid. */
+        mt_error("nvme: a read of chunk %u of the region at %#lx does not finish; its host slot is given up",
+                 c->index, (unsigned long)c->region->addr);
+        _mt_retained_unlink(c);
+        c->host = 0;
+        c->host_off = 0;
+        c->host_addr = 0;
+      }
       return rc;
     }
     io_done(p, false, p->chunk, t0);

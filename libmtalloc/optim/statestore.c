@@ -65,6 +65,8 @@ struct _mt_ss {
   pthread_mutex_t own;     /* lock when the caller gave none */
   pthread_mutex_t stream;  /* one stream at a time: the staging */
   void *mem;               /* staging allocation (hostmem.c), NULL until the first spill */
+  bool mem_lost;           /* a transfer into it was given up: replaced at the next step,
+                            * never freed (the drive may still write into it) */
   uint8_t *slot[_MT_SS_NBUF]; /* 4 KiB-aligned, SLOT_BYTES each */
   int nparams;
 };
@@ -150,7 +152,7 @@ static int submit(_mt_ss_t *ss, _mt_ss_param_t *sp, size_t k, int which, uint8_t
 
 /* Waits for op by non-blocking polls (the lock is not held while the disk
  * works); the time counts as the optimizer's I/O wait. op->result, or
- * -ETIMEDOUT (logged; the op stays in flight). */
+ * -ETIMEDOUT (logged; the op is given up, _mt_nvme_abandon). */
 static int wait_op(_mt_ss_t *ss, _mt_nvme_op_t *op) {
   uint64_t t0 = _mt_now_ns(), t = t0;
   for (;;) {
@@ -170,6 +172,12 @@ static int wait_op(_mt_ss_t *ss, _mt_nvme_op_t *op) {
     if (t - t0 > WAIT_NS) {
       mt_error("optimizer state on NVMe: a %s has not finished after %llu s; the disk does not answer",
                op->write ? "write" : "read", (unsigned long long)(WAIT_NS / 1000000000u));
+      /* op lives on the caller's stack: the store takes its requests over;
+       * the staging the drive may still write into is never used again */
+      pthread_mutex_lock(ss->lock);
+      _mt_nvme_abandon(ss->store, op);
+      pthread_mutex_unlock(ss->lock);
+      ss->mem_lost = true;
       return -ETIMEDOUT;
     }
     struct timespec ts = {0, 20000}; /* a 3 MiB block takes a millisecond or more */
@@ -212,12 +220,25 @@ void _mt_ss_close(_mt_ss_t *ss) {
 }
 
 static int staging(_mt_ss_t *ss) {
+  if (ss->mem_lost) {
+    ss->mem = NULL;
+    ss->mem_lost = false;
+  }
   if (ss->mem != NULL) return 0;
   ss->mem = _mt_optim_mem_alloc(_MT_SS_NBUF * SLOT_BYTES + MT_NVME_PAGE);
   if (ss->mem == NULL) return -ENOMEM;
   uintptr_t a = ((uintptr_t)ss->mem + MT_NVME_PAGE - 1) & ~(uintptr_t)(MT_NVME_PAGE - 1);
   for (int i = 0; i < _MT_SS_NBUF; i++) ss->slot[i] = (uint8_t *)a + (size_t)i * SLOT_BYTES;
   return 0;
+}
+
+/* Takes the stream (one user of the staging at a time) and makes sure
+ * the staging is there (a replacement after a given-up transfer). */
+static int stream_begin(_mt_ss_t *ss) {
+  pthread_mutex_lock(&ss->stream);
+  int rc = staging(ss);
+  if (rc < 0) pthread_mutex_unlock(&ss->stream);
+  return rc;
 }
 
 static void free_chunks(_mt_ss_t *ss, _mt_ss_param_t *sp) {
@@ -332,7 +353,8 @@ static void finish_write(_mt_ss_t *ss, _mt_ss_param_t *sp, _mt_nvme_op_t *wr, bo
 }
 
 int _mt_ss_step(_mt_ss_t *ss, _mt_ss_param_t *sp, _mt_ss_update_fn fn, void *arg) {
-  pthread_mutex_lock(&ss->stream);
+  int src = stream_begin(ss);
+  if (src < 0) return src;
   /* slot s holds block k with s = (k - k0) % NBUF: the block being
    * updated, READ_AHEAD blocks being read, the rest being written */
   _mt_nvme_op_t rd[_MT_SS_NBUF], wr[_MT_SS_NBUF];
@@ -430,7 +452,8 @@ int _mt_ss_field(_mt_ss_t *ss, _mt_ss_param_t *sp, _mt_ss_field_t f, size_t off,
     return -EINVAL;
   size_t per = field_len(&sp->l, f, _MT_SS_BLOCK); /* bytes in every block but the last */
   if (per == 0) return bytes == 0 ? 0 : -EINVAL;
-  pthread_mutex_lock(&ss->stream);
+  int src = stream_begin(ss);
+  if (src < 0) return src;
   int rc = 0;
   uint8_t *p = buf;
   while (rc == 0 && bytes > 0) {
@@ -459,7 +482,8 @@ int _mt_ss_floats(_mt_ss_t *ss, _mt_ss_param_t *sp, _mt_ss_field_t f, float *buf
   bool q = sp->l.bits != 0 && (f == _MT_SS_M || f == _MT_SS_V);
   if (f > _MT_SS_VMAX || (!q && field_len(&sp->l, f, 1) == 0)) return -EINVAL;
   if (!q) return _mt_ss_field(ss, sp, f, 0, sp->l.n * sizeof(float), buf, write);
-  pthread_mutex_lock(&ss->stream);
+  int src = stream_begin(ss);
+  if (src < 0) return src;
   int rc = 0;
   for (size_t k = 0; rc == 0 && k < sp->nblocks; k++) {
     rc = read_block(ss, sp, k);
@@ -480,7 +504,8 @@ int _mt_ss_floats(_mt_ss_t *ss, _mt_ss_param_t *sp, _mt_ss_field_t f, float *buf
 
 int _mt_ss_refresh_weights(_mt_ss_t *ss, _mt_ss_param_t *sp) {
   if (sp->l.dtype == _MT_DT_F32) return 0;
-  pthread_mutex_lock(&ss->stream);
+  int src = stream_begin(ss);
+  if (src < 0) return src;
   int rc = 0;
   for (size_t k = 0; rc == 0 && k < sp->nblocks; k++) {
     rc = read_block(ss, sp, k);

@@ -123,6 +123,15 @@ static int read_sync(_mt_nvme_t *s, _mt_nvme_chunk_t *c, void *dst) {
   return rc < 0 ? rc : _mt_nvme_wait(s, &op, 0);
 }
 
+/* Polls until the drive has nothing in flight (bounded: 2 s). */
+static void drain(_mt_nvme_t *s) {
+  for (int t = 0; t < 2000 && _mt_nvme_pending(s) > 0; t++) {
+    (void)_mt_nvme_poll(s, 0, 0);
+    usleep(1000);
+  }
+  cr_assert_eq(_mt_nvme_pending(s), 0, "the drive answered");
+}
+
 TestSuite(nvme, .init = setup, .fini = teardown, .timeout = 60);
 
 /* ---- page allocator ----------------------------------------------------- */
@@ -469,13 +478,56 @@ Test(nvme, fault_stall_bounded_wait_with_diagnostic) {
   _mt_nvme_op_t op = {0};
   cr_assert_eq(_mt_nvme_write(s, c, src, &op), 0);
   cr_assert_eq(_mt_nvme_wait(s, &op, 200), -ETIMEDOUT);
-  cr_assert(op.busy);
   const char *log = log_text();
   cr_assert(strstr(log, "write of region 0xf000 offset 0 not finished after 200 ms") != NULL, "%s", log);
   cr_assert(strstr(log, "requests in flight; the oldest, a write of 65536 bytes at byte 0 of ") != NULL, "%s", log);
+  /* given up: the op is the caller's again, the chunk the drive's */
+  cr_assert(!op.busy);
+  cr_assert_eq(op.result, -ETIMEDOUT);
+  cr_assert_eq(_mt_nvme_wait(s, &op, 0), -ETIMEDOUT, "a second wait returns at once");
+  _mt_nvme_op_t op2 = {0};
+  cr_assert_eq(_mt_nvme_write(s, c, src, &op2), -EBUSY);
+  cr_assert(strstr(log_text(), "region 0xf000 offset 0: an earlier write of it, given up past its wait bound, "
+                               "has not finished") != NULL, "%s", log_text());
   _mt_nvme_fault_reset();
-  cr_assert_eq(_mt_nvme_wait(s, &op, 0), 0, "the device answers again");
+  drain(s);
+  cr_assert(!_mt_nvme_chunk_valid(c), "a given-up write never makes the copy valid");
+  cr_assert_eq(_mt_nvme_write(s, c, src, &op2), 0, "the chunk is free once the device answers");
+  cr_assert_eq(_mt_nvme_wait(s, &op2, 0), 0);
+  cr_assert(_mt_nvme_chunk_valid(c));
   free(src);
+  cr_assert_eq(_mt_nvme_close(s), 0);
+}
+
+/* A given-up op's memory is the caller's at once: the store's stand-in
+ * takes the requests still on the ring (ASan would see a write into the
+ * freed op when the drive answers), and a chunk freed meanwhile gives its
+ * pages back when it does. */
+Test(nvme, fault_stall_given_up_op_memory_is_the_callers) {
+  _mt_nvme_t *s = open_store(dir, 4 * MiB, 64 * 1024);
+  _mt_nvme_chunk_t *c;
+  cr_assert_eq(_mt_nvme_chunk_alloc(s, 256 * 1024, 0xf100, 0, &c), 0);
+  uint8_t *src = aligned(256 * 1024), *dst = aligned(256 * 1024);
+  fill(src, 256 * 1024, 5);
+  cr_assert_eq(write_sync(s, c, src), 0);
+  _mt_nvme_stats_t st0;
+  _mt_nvme_get_stats(s, &st0);
+  _mt_nvme_fault_arm(MT_NVME_FAULT_STALL, 0, UINT32_MAX);
+  _mt_nvme_op_t *op = calloc(1, sizeof(*op));
+  cr_assert_eq(_mt_nvme_read(s, c, dst, op), 0);
+  cr_assert_eq(_mt_nvme_wait(s, op, 100), -ETIMEDOUT);
+  cr_assert(!op->busy);
+  free(op);
+  cr_assert_eq(_mt_nvme_chunk_free(s, c), 0, "a free while the drive holds the pages is deferred");
+  _mt_nvme_stats_t st1;
+  _mt_nvme_get_stats(s, &st1);
+  cr_assert_eq(st1.pages_free, st0.pages_free, "not yet");
+  _mt_nvme_fault_reset();
+  drain(s);
+  _mt_nvme_get_stats(s, &st1);
+  cr_assert_eq(st1.pages_free, st0.pages_free + 256 * 1024 / MT_NVME_PAGE, "the pages are back");
+  free(src);
+  free(dst);
   cr_assert_eq(_mt_nvme_close(s), 0);
 }
 

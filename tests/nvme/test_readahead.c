@@ -5,7 +5,10 @@
  * still in flight waits for that read; freeing a region with reads in
  * flight cancels them and no stale byte reaches the memory reused after;
  * an injected read fault (EIO, a flipped bit) on a read-ahead only drops
- * it: the demand read brings the data back intact.
+ * it: the demand read brings the data back intact; a read-ahead the drive
+ * does not answer within the store's bound is given up (a free of its
+ * region neither crashes nor loses other data, its ring entry serves
+ * another read at once) and, once the drive answers, every byte is back.
  *
  * Read-ahead is driven here region by region (_mt_ra_region, what each
  * launch does for its predicted window), so that no predictor is needed.
@@ -34,7 +37,7 @@ static uint64_t st(const char *name) {
   /* stats by name, so a failure message says which */
 #define S(f) if (!strcmp(name, #f)) return mt_stat_get(f);
   S(bytes_nvme_read) S(bytes_nvme_write) S(nvme_spills) S(nvme_loads) S(nvme_drops) S(nvme_errors)
-  S(readahead) S(readahead_used) S(readahead_late)
+  S(readahead) S(readahead_used) S(readahead_late) S(readahead_spilled)
 #undef S
   return 0;
 }
@@ -252,6 +255,132 @@ Test(readahead, spills_keep_the_window_and_take_its_farthest_last) {
   for (int i = 2; i < nh; i++) cr_assert(region_in(a, h[i], CH_NVME), "region %d, outside the window, went", h[i]);
   pthread_mutex_unlock(&P->lock);
   check_all(a, buf, want);
+  free(buf);
+  free(want);
+  finish();
+}
+
+/* ---- a drive that does not answer ---------------------------------------- */
+
+/* Reads ahead the region at a with the drive stalled (MT_NVME_FAULT_STALL:
+ * no completion is delivered until the fault is reset). */
+static void read_ahead_stalled(uintptr_t a) {
+  _mt_nvme_fault_arm(MT_NVME_FAULT_STALL, 0, UINT32_MAX);
+  read_ahead(a);
+}
+
+/* Host slots counted in host_used that no chunk holds: the ones given
+ * up to a drive that may still write into them. */
+static size_t host_slots_lost(const uintptr_t *a) {
+  size_t held = 0;
+  for (int k = 0; k < NREG; k++) {
+    mt_region_t *r = _mt_region_of(P, a[k]);
+    for (uint32_t c = 0; c < r->nchunks; c++)
+      held += r->chunks[c].host_addr != 0 || (r->chunks[c].ra != 0 && r->chunks[c].ra != MT_RA_READY);
+  }
+  return P->host_used / P->chunk - held;
+}
+
+/* The drive answers again: polls until every given-up request is done. */
+static void drive_answers(void) {
+  _mt_nvme_fault_reset();
+  for (int t = 0; t < 2000 && _mt_nvme_pending(P->nv->store) > 0; t++) {
+    pthread_mutex_lock(&P->lock);
+    (void)_mt_nvme_poll(P->nv->store, 0, 0);
+    pthread_mutex_unlock(&P->lock);
+    usleep(1000);
+  }
+  cr_assert_eq(_mt_nvme_pending(P->nv->store), 0, "the drive finished what it had");
+}
+
+/* The store used to keep a pointer to the ring entry's op after the wait
+ * gave up; the free then found the chunk's pages busy (an assertion). */
+Test(readahead, free_with_a_stalled_read_ahead) {
+  tier_wait_ms = 100;
+  start(4, 24, NULL, 0);
+  uint32_t *buf = malloc(REG), *want = malloc(REG);
+  uintptr_t a[NREG];
+  write_n(a, buf, NREG);
+  int i = first_on_nvme(a);
+  cr_assert_geq(i, 0);
+  _mt_nvme_stats_t s0;
+  _mt_nvme_get_stats(P->nv->store, &s0);
+  read_ahead_stalled(a[i]);
+  uint64_t err0 = st("nvme_errors");
+  cr_assert_eq(_mt_free(a[i], 0, false), 0, "the free goes through");
+  cr_assert_eq(st("nvme_errors") - err0, 2, "both chunks' reads given up, counted");
+  drive_answers();
+  _mt_nvme_stats_t s1;
+  _mt_nvme_get_stats(P->nv->store, &s1);
+  cr_assert_eq(s1.pages_free, s0.pages_free + REG / MT_NVME_PAGE, "its NVMe pages came back once the drive answered");
+  for (int k = 0; k < NREG; k++) {
+    if (k == i) continue;
+    memset(buf, 0xee, REG);
+    cr_assert_eq(get(buf, a[k], REG), 0, "region %d", k);
+    fill(want, REG, (uint32_t)k + 1);
+    cr_assert(memcmp(buf, want, REG) == 0, "region %d intact", k);
+  }
+  free(buf);
+  free(want);
+  finish();
+}
+
+/* A fetch gives up on a stalled read-ahead; the ring entry then carries
+ * another region's read while the drive still has the first. Once the
+ * drive answers, every region reads back its own bytes, the stalled one
+ * included (its NVMe copy was never touched). */
+Test(readahead, stalled_read_ahead_then_ring_reuse) {
+  tier_wait_ms = 100;
+  start(4, 24, NULL, 0);
+  uint32_t *buf = malloc(REG), *want = malloc(REG);
+  uintptr_t a[NREG];
+  write_n(a, buf, NREG);
+  int i = first_on_nvme(a);
+  cr_assert_geq(i, 0);
+  read_ahead_stalled(a[i]);
+  cr_assert_neq(get(buf, a[i], REG), 0, "the fetch fails while the drive holds the chunk");
+  /* the fetch stopped at chunk 0: its read was given up, chunk 1's is
+   * still on the drive */
+  cr_assert_eq(_mt_ra_inflight(P), 1, "chunk 0's ring entry is free again");
+  cr_assert_eq(host_slots_lost(a), 1, "the slot the drive may still write into stays out of use");
+  /* another region's read-ahead takes the entries while the drive still
+   * has the first reads; it stays queued behind them */
+  int j = -1;
+  for (int k = 0; k < NREG && j < 0; k++) {
+    mt_region_t *r = _mt_region_of(P, a[k]);
+    bool all = k != i;
+    for (uint32_t c = 0; c < r->nchunks; c++) all &= r->chunks[c].state == CH_NVME;
+    if (all) j = k;
+  }
+  cr_assert_geq(j, 0);
+  /* host room without a spill (a spill would poll the drive): two regions
+   * wholly in host memory are freed */
+  int gone[2], ngone = 0;
+  for (int k = 0; k < NREG && ngone < 2; k++) {
+    mt_region_t *r = _mt_region_of(P, a[k]);
+    bool host = true;
+    for (uint32_t c = 0; c < r->nchunks; c++) host &= r->chunks[c].state == CH_HOST && r->chunks[c].nv == NULL;
+    if (host) gone[ngone++] = k;
+  }
+  cr_assert_eq(ngone, 2);
+  for (int k = 0; k < 2; k++) cr_assert_eq(_mt_free(a[gone[k]], 0, false), 0);
+  /* the ring holds two reads: chunk 1's of region i and the first of j's
+   * (in the entry given up); the second of j's finds it full */
+  mt_region_t *rj = _mt_region_of(P, a[j]);
+  pthread_mutex_lock(&P->lock);
+  P->epoch++;
+  (void)_mt_ra_region(P, rj);
+  pthread_mutex_unlock(&P->lock);
+  cr_assert(rj->chunks[0].ra != 0, "region %d's read took the entry given up", j);
+  drive_answers();
+  settle(a[j]);
+  for (int k = 0; k < NREG; k++) {
+    if (k == gone[0] || k == gone[1]) continue;
+    memset(buf, 0xee, REG);
+    cr_assert_eq(get(buf, a[k], REG), 0, "region %d", k);
+    fill(want, REG, (uint32_t)k + 1);
+    cr_assert(memcmp(buf, want, REG) == 0, "region %d reads back its own bytes", k);
+  }
   free(buf);
   free(want);
   finish();

@@ -263,6 +263,61 @@ static void write_fault(_mt_nvme_fault_t f, uint32_t count) {
 
 /* EIO on every try (1 + 3 retries) of every request */
 Test(spillwrite, eio_on_spill_write_loses_nothing) { write_fault(MT_NVME_FAULT_EIO, 1000); }
+
+/* A write the drive does not answer within the store's bound is abandoned:
+ * its chunk stays HOST with its bytes, its ring entry serves again at
+ * once, and its NVMe pages come back once the drive answers. */
+Test(spillwrite, a_stalled_spill_write_is_abandoned_and_loses_nothing) {
+  tier_wait_ms = 100;
+  uint32_t *buf = malloc(REG), *want = malloc(REG);
+  uintptr_t a[NREG];
+  start_full(a, buf);
+  uint64_t err0 = st("nvme_errors");
+  _mt_nvme_fault_arm(MT_NVME_FAULT_STALL, 0, UINT32_MAX);
+  launch_spill();
+  mt_chunk_t *cs[64];
+  int ri[64];
+  int n = writing(a, cs, ri, 64);
+  cr_assert_geq(n, 1);
+  /* a free settles the writes of its chunks: each waits out the bound */
+  int i = ri[0];
+  mt_region_t *r = _mt_region_of(P, a[i]);
+  unsigned mine = 0;
+  for (uint32_t k = 0; k < r->nchunks; k++) mine += r->chunks[k].sw != 0;
+  cr_assert_eq(_mt_free(a[i], 0, false), 0);
+  cr_assert_eq(st("nvme_errors") - err0, mine, "each abandoned write is counted");
+  /* the drive answers: the other writes finish (or fail) as usual */
+  _mt_nvme_fault_reset();
+  settle_all();
+  for (int t = 0; t < 2000 && _mt_nvme_pending(P->nv->store) > 0; t++) {
+    pthread_mutex_lock(&P->lock);
+    (void)_mt_nvme_poll(P->nv->store, 0, 0);
+    pthread_mutex_unlock(&P->lock);
+    usleep(1000);
+  }
+  cr_assert_eq(_mt_nvme_pending(P->nv->store), 0);
+  for (int k = 0; k < NREG; k++) {
+    if (k == i) continue;
+    memset(buf, 0xee, REG);
+    cr_assert_eq(get(buf, a[k], REG), 0, "region %d", k);
+    fill(want, REG, (uint32_t)k + 1);
+    cr_assert(memcmp(buf, want, REG) == 0, "region %d intact", k);
+  }
+  /* every page is accounted for: what the regions hold on NVMe plus free */
+  _mt_nvme_stats_t s1;
+  _mt_nvme_get_stats(P->nv->store, &s1);
+  uint64_t held = 0;
+  for (int k = 0; k < NREG; k++) {
+    if (k == i) continue;
+    mt_region_t *q = _mt_region_of(P, a[k]);
+    for (uint32_t c = 0; c < q->nchunks; c++) held += q->chunks[c].nv != NULL ? P->chunk / MT_NVME_PAGE : 0;
+  }
+  cr_assert_eq(s1.pages_free + held, s1.pages_total, "no NVMe page is lost (%llu free, %llu held, %llu total)",
+               (unsigned long long)s1.pages_free, (unsigned long long)held, (unsigned long long)s1.pages_total);
+  free(buf);
+  free(want);
+  finish();
+}
 Test(spillwrite, enospc_on_spill_write_loses_nothing) { write_fault(MT_NVME_FAULT_NOSPC, 1000); }
 
 /* Spills first (the host tier is over-committed), all done: then the drive

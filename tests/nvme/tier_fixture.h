@@ -32,6 +32,7 @@
 
 static char dir[4096];
 static mt_pager_t *P;
+static uint32_t tier_wait_ms; /* the store's wait bound (0: its default, 10 s) */
 
 static inline int fwd_h2d(void *ctx, uintptr_t dst, uintptr_t src, size_t n) {
   (void)ctx;
@@ -77,7 +78,7 @@ static inline void start_with(size_t vram, size_t host, const char *dirs, uint64
   mt_device_t *d = _mt_device_cuda_open();
   cr_assert_not_null(d);
   _mt_nvme_cfg_t nc = {.dirs = dirs ? dirs : dir, .max_bytes = nvme ? nvme : 256 * MiB, .queue_depth = 4,
-                       .request_bytes = MiB};
+                       .request_bytes = MiB, .wait_ms = tier_wait_ms};
   mt_pager_config_t cfg = {.budget = vram * MiB, .host_budget = host * MiB, .chunk = 2 * MiB,
                            .small_limit = MiB, .policy = policy, .spill_policy = spill_policy,
                            .predictor = predictor, .prefetch_depth = 8, .readahead_depth = 1024,
