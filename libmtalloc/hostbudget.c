@@ -23,6 +23,10 @@ static int reserve(size_t bytes, bool quiet) {
   mt_pager_t *p = _mt_pager;
   if (p == NULL || bytes == 0) return 0;
   pthread_mutex_lock(&p->lock);
+  /* An operation of its own, as an allocation is: the marks of the one
+   * before (the last launch's read-ahead window among them, which stays
+   * marked with the epoch) must not keep its room from spilling them. */
+  p->epoch++;
   size_t total = p->host_reserved_bytes + bytes;
   size_t want = (total + p->chunk - 1) / p->chunk * p->chunk; /* whole chunks for the sum */
   size_t more = want - p->host_reserved;
