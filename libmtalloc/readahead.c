@@ -228,9 +228,19 @@ void _mt_ra_cancel(mt_pager_t *p, mt_chunk_t *c) {
 }
 
 bool _mt_ra_reading(mt_pager_t *p, const mt_region_t *r) {
+  bool polled = p->nv->simulated;
   for (uint32_t i = 0; i < r->nchunks && r->nra > 0; i++) {
     const mt_chunk_t *c = &r->chunks[i];
-    if (c->ra != 0 && c->ra != MT_RA_READY && !read_done(p, read_of(p, c))) return true;
+    if (c->ra == 0 || c->ra == MT_RA_READY || read_done(p, read_of(p, c))) continue;
+    /* The store marks an op done only when it reaps its completion, which
+     * happens at the next poll (_mt_ra_poll runs after the prefetch): a
+     * read long finished looked in flight and stopped the prefetch pass. */
+    if (!polled) {
+      (void)_mt_nvme_poll(p->nv->store, 0, 0);
+      polled = true;
+      if (read_done(p, read_of(p, c))) continue;
+    }
+    return true;
   }
   return false;
 }

@@ -385,3 +385,24 @@ Test(readahead, stalled_read_ahead_then_ring_reuse) {
   free(want);
   finish();
 }
+
+/* A read the drive finished is done to the prefetch (prefetch_region skips
+ * a region whose reads are "still reading", and stops its pass there),
+ * whether or not the store has reaped its completion yet. */
+Test(readahead, a_finished_read_is_not_reading_before_the_poll) {
+  start(4, 24, NULL, 0);
+  uint32_t *buf = malloc(REG);
+  uintptr_t a[NREG];
+  write_n(a, buf, NREG);
+  int i = first_on_nvme(a);
+  cr_assert_geq(i, 0);
+  mt_region_t *r = _mt_region_of(P, a[i]);
+  read_ahead(a[i]);
+  usleep(300000); /* the drive (a file here) is long done */
+  pthread_mutex_lock(&P->lock);
+  bool reading = _mt_ra_reading(P, r);
+  pthread_mutex_unlock(&P->lock);
+  cr_assert(!reading, "a read the drive finished 300 ms ago counts as reading");
+  free(buf);
+  finish();
+}
