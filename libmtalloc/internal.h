@@ -118,7 +118,8 @@ typedef enum mt_opt_type {
     "predictor/keep.c)")                                                             \
   X(SPILL_POLICY, CHOICE, "auto", 0, 0, "auto|lru|nextuse", "",                   \
     "with an NVMe tier: the order in which host chunks spill to NVMe (hosttier.c); " \
-    "auto = lru while the NVMe read-ahead runs (a predictor and MT_READAHEAD_DEPTH > 0), " \
+    "auto = lru while the NVMe read-ahead runs (a predictor, MT_PREFETCH_DEPTH > 0 and " \
+    "MT_READAHEAD_DEPTH > 0), " \
     "else MT_POLICY's (measured on G10's traces, README)")                         \
   X(PREDICTOR, CHOICE, "correlation", 0, 0, "none|correlation|context", "",               \
     "access-order predictor used for prefetching; none = demand fetching only, "  \
@@ -132,7 +133,8 @@ typedef enum mt_opt_type {
     "a loop of more launches than it holds is predicted only in part (a warning says so); " \
     "at least 64K") \
   X(PREFETCH_DEPTH, INT, "8", 0, 1024, "", "launches",                             \
-    "how many predicted launches ahead to prefetch for; 0 = none")                 \
+    "how many predicted launches ahead to prefetch for; 0 = none, and no prediction at all " \
+    "(the predictor is not fed; the NVMe read-ahead is off too)")                 \
   X(PREFETCH_LEAD, INT, "0", 0, 255, "", "launches",                              \
     "timeliness feedback: a region whose prefetch came late is prefetched up to this many " \
     "launches beyond MT_PREFETCH_DEPTH later on (predictor/lead.c); 0 = none (measured no " \
@@ -162,7 +164,8 @@ typedef enum mt_opt_type {
     "never hold the host behind earlier copies (prefetch.c); off: whenever room allows, " \
     "which measured faster only where the link is the bottleneck (README)")                           \
   X(READAHEAD_DEPTH, INT, "1024", 0, 4096, "", "launches",                        \
-    "with a predictor and an NVMe tier: how many predicted launches ahead to read chunks from " \
+    "with a predictor, MT_PREFETCH_DEPTH > 0 and an NVMe tier: how many predicted launches " \
+    "ahead to read chunks from " \
     "NVMe into host memory, asynchronously (readahead.c); 0 = none")              \
   X(THREADS, INT, "0", 0, 1024, "", "threads",                                     \
     "host optimizer worker threads (C API and megatrain.AdamW/Adam); " \

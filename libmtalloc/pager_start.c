@@ -19,16 +19,18 @@
 #include "trace_io.h"
 
 /* The host tier's spill order (MT_SPILL_POLICY). auto: LRU while the
- * read-ahead runs (a predictor and MT_READAHEAD_DEPTH > 0), else the GPU's
+ * read-ahead runs (readahead_on, below), else the GPU's
  * policy. Measured on G10's traces (docs/prefetching.md, "Region keys and the
  * spill order"): with the read-ahead, SENet154 89.6% of ideal with LRU against
  * 85.6% with nextuse (ResNet152 equal); demand-paged, ResNet152 75.8%
  * with nextuse against 73.0% with LRU, Inception 94.5 against 93.9%. */
-/* Whether the NVMe read-ahead runs (with an NVMe tier): a predictor and
- * MT_READAHEAD_DEPTH > 0. The auto settings of the spill order and the
- * handoff follow it. */
+/* Whether the NVMe read-ahead runs (with an NVMe tier): a predictor,
+ * MT_PREFETCH_DEPTH > 0 (the prefetch pass feeds the predictor and runs
+ * the read-ahead: with depth 0 neither happens) and MT_READAHEAD_DEPTH >
+ * 0. The auto settings of the spill order and the handoff follow it. */
 static bool readahead_on(const mt_pager_config_t *cfg) {
-  return cfg->predictor != NULL && strcmp(cfg->predictor, "none") != 0 && cfg->readahead_depth > 0;
+  return cfg->predictor != NULL && strcmp(cfg->predictor, "none") != 0 && cfg->prefetch_depth > 0 &&
+         cfg->readahead_depth > 0;
 }
 
 static const mt_policy_ops_t *spill_policy(const mt_pager_config_t *cfg, const mt_policy_ops_t *gpu) {

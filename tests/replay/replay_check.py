@@ -279,6 +279,17 @@ if ra.returncode == 0 and ra0.returncode == 0:
     check(a["nvme_read_wait_s"] + a["readahead_wait_s"] < a0["nvme_read_wait_s"],
           "the host waits less for NVMe reads (%g + %g < %g s)"
           % (a["nvme_read_wait_s"], a["readahead_wait_s"], a0["nvme_read_wait_s"]))
+    check(a["spill_policy"] == "lru" and a0["spill_policy"] == a0["policy"],
+          "the spill order follows the read-ahead (%s with it, %s without)" % (a["spill_policy"], a0["spill_policy"]))
+# --prefetch-depth 0: no prediction at all, so no read-ahead either, and the
+# settings that follow the read-ahead (the spill order) say so
+rd0 = run("replay", trace, *ra_args, "--prefetch-depth", "0")
+check(rd0.returncode == 0, "replay with --prefetch-depth 0: " + rd0.stderr.strip())
+if rd0.returncode == 0:
+    d = json.loads(rd0.stdout)
+    check(d["readahead"] == 0 and d["spill_policy"] == d["policy"],
+          "--prefetch-depth 0 reads nothing ahead and spills in MT_POLICY's order (%d read ahead, spill %s)"
+          % (d["readahead"], d["spill_policy"]))
 small_nv = run("replay", trace, "--gpu-mem", "64M", "--host-mem", "64M", "--nvme-mem", "8M")
 check(small_nv.returncode == 1, "an NVMe tier too small for the model: exit 1")
 
