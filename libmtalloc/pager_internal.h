@@ -212,6 +212,8 @@ int _mt_prefetch_wait(struct mt_pager *p, struct mt_region *r, mt_handle_t s);
 /* r is freed or destroyed: forget its key and event. */
 void _mt_prefetch_forget(struct mt_pager *p, struct mt_region *r);
 
+/* Slots of the key map (tests: it stays bounded). */
+size_t _mt_prefetch_keys(const struct mt_pager *p);
 /* Key -> live region (NULL: unknown or gone), for readahead.c. */
 struct mt_region *_mt_prefetch_region(struct mt_pager *p, uint64_t key);
 /* A region is spent when it has been used by as many launches as the

@@ -120,6 +120,7 @@ typedef struct kslot {
   uint32_t lag;              /* launches from that region's last use to its free */
   uint64_t fresh_epoch;      /* the pager epoch whose window counted it as allocated anew */
   uint64_t size;             /* the last region with this key's size (what a new one takes) */
+  uint64_t seen;             /* launches begun when a region last took or left the key */
 } kslot_t;
 
 struct mt_prefetch {
@@ -222,21 +223,40 @@ static kslot_t *map_find(mt_prefetch_t *pf, uint64_t key) {
 
 static void map_put(mt_prefetch_t *pf, uint64_t key, mt_region_t *r);
 
+/* A dead key (no live region) keeps what its last region's life was for
+ * the region born next in its place, one period later. Keys never born
+ * again (new launch identities: new shapes, one-off kernels) would grow
+ * the map for good: a dead key not born again within this many launches
+ * is dropped when the map is rebuilt. */
+#define KEY_FORGET_MIN 65536
+static uint64_t key_horizon(const mt_prefetch_t *pf) {
+  uint64_t period = pf->reuse != NULL ? _mt_reuse_period(pf->reuse) : 0;
+  return 2 * period > KEY_FORGET_MIN ? 2 * period : KEY_FORGET_MIN;
+}
+
+static bool key_kept(const mt_prefetch_t *pf, const kslot_t *k, uint64_t horizon) {
+  return k->key != 0 && (k->r != NULL || (k->life != 0 && pf->launches - k->seen <= horizon));
+}
+
+/* Rebuilds the map without the keys past their horizon: at the same size
+ * when that leaves it at most half full, else at twice the size. */
 static int map_grow(mt_prefetch_t *pf) {
   kslot_t *old = pf->map;
-  size_t oc = pf->cap;
-  kslot_t *nm = calloc(oc * 2, sizeof(*nm));
+  size_t oc = pf->cap, kept = 0;
+  const uint64_t horizon = key_horizon(pf);
+  for (size_t i = 0; i < oc; i++) kept += key_kept(pf, &old[i], horizon);
+  size_t cap = (kept + 1) * 8 > oc * 3 ? oc * 2 : oc;
+  kslot_t *nm = calloc(cap, sizeof(*nm));
   if (nm == NULL) return -ENOMEM;
   pf->map = nm;
-  pf->cap = oc * 2;
+  pf->cap = cap;
   pf->n = 0;
   for (size_t i = 0; i < oc; i++)
-    if (old[i].key != 0 && (old[i].r != NULL || old[i].life != 0)) {
-      map_put(pf, old[i].key, old[i].r);
-      kslot_t *n = map_find(pf, old[i].key);
-      n->life = old[i].life;
-      n->lag = old[i].lag;
-      n->size = old[i].size;
+    if (key_kept(pf, &old[i], horizon)) {
+      size_t j = home(pf, old[i].key);
+      while (nm[j].key != 0) j = (j + 1) & (cap - 1);
+      nm[j] = old[i];
+      pf->n++;
     }
   free(old);
   return 0;
@@ -250,9 +270,10 @@ static void map_put(mt_prefetch_t *pf, uint64_t key, mt_region_t *r) {
   while (pf->map[i].key != 0 && pf->map[i].key != key) i = (i + 1) & (pf->cap - 1);
   if (pf->map[i].key == 0) {
     pf->n++;
-    pf->map[i] = (kslot_t){key, r, 0, 0, 0, r != NULL ? r->size : 0};
+    pf->map[i] = (kslot_t){key, r, 0, 0, 0, r != NULL ? r->size : 0, pf->launches};
   } else {
     pf->map[i].r = r; /* the life of its predecessor stays */
+    pf->map[i].seen = pf->launches;
     if (r != NULL) pf->map[i].size = r->size;
   }
 }
@@ -286,6 +307,7 @@ void _mt_prefetch_forget(mt_pager_t *p, mt_region_t *r) {
   /* the slot stays (no tombstones needed): a NULL region is "unknown" */
   if (k != NULL && k->r == r) {
     k->r = NULL;
+    k->seen = pf->launches;
     /* (called as the application frees r, before r->freed is set) */
     if (r->uses > 0) { /* the region born next in its place lives as long */
       k->life = r->uses;
@@ -618,6 +640,10 @@ void _mt_prefetch_launch(mt_pager_t *p, mt_handle_t s) {
 
 void _mt_prefetch_evicting(mt_pager_t *p) {
   if (p->pf != NULL && p->pf->demand != NULL) (void)_mt_demand_record(p->pf->demand, p->clock, 1);
+}
+
+size_t _mt_prefetch_keys(const mt_pager_t *p) {
+  return p->pf != NULL ? p->pf->cap : 0;
 }
 
 mt_region_t *_mt_prefetch_region(mt_pager_t *p, uint64_t key) {

@@ -48,3 +48,27 @@ Test(regionkey_pager, two_births_of_one_identity_keep_two_names) {
   }
   vp_stop(p);
 }
+
+/* Keys never born again (a new launch identity each time: new shapes,
+ * one-off kernels) leave the key map once they are KEY_FORGET_MIN (65,536)
+ * launches old: 300,000 such launches, one live region at a time, keep it
+ * at 262,144 slots or fewer (it grew to 524,288 before, and on without
+ * bound). A key born again every iteration keeps what its last region's
+ * life was: the spent test (test_spent_pager.c) holds that. */
+Test(regionkey_pager, keys_never_born_again_are_forgotten) {
+  mt_pager_config_t pc = {.budget = 16 * MiB, .host_budget = 64 * MiB, .chunk = 2 * MiB, .small_limit = 4096,
+                          .policy = "nextuse", .predictor = "correlation", .prefetch_depth = 2, .handoff = 2};
+  mt_device_t *d;
+  mt_pager_t *p = vp_start(&pc, &d);
+  vp_kern_t k = {d, 0, 1000};
+  bool w = true;
+  for (uint64_t i = 0; i < 300000; i++) {
+    uintptr_t a;
+    cr_assert_eq(_mt_alloc(2 * MiB, &a), 0);
+    vp_launch(p, &k, &a, &w, 1, 0x100000 + i);
+    cr_assert_eq(_mt_free(a, 0, false), 0);
+  }
+  size_t slots = _mt_prefetch_keys(p);
+  cr_assert_leq(slots, 262144, "the key map holds %zu slots", slots);
+  vp_stop(p);
+}
