@@ -543,7 +543,8 @@ static void store_footprint(mt_predictor_t *p, size_t i, const uint64_t *keys, s
     p->ring_head += p->ring_size - p->head_slot;
     p->head_slot = 0;
   }
-  memcpy(&p->ring[p->head_slot], keys, n * sizeof(*keys));
+  /* memmove: keys may be a footprint predict() handed out, in this ring */
+  if (n > 0) memmove(&p->ring[p->head_slot], keys, n * sizeof(*keys));
   e->fp = (uint32_t)p->ring_head;
   e->fplen = (uint16_t)n;
   p->ring_head += n;
@@ -661,6 +662,7 @@ static mt_predictor_t *create(const mt_predictor_config_t *cfg, bool context) {
     size_for(cfg->max_bytes, &cap, &rs);
   } else {
     cap = cfg && cfg->capacity ? cfg->capacity : DEFAULT_CAPACITY;
+    if (cap > SIZE_MAX / 2 / sizeof(entry_t)) return NULL; /* no such memory: as out of memory */
     cap = cap < PROBE ? PROBE : (cap + PROBE - 1) / PROBE * PROBE; /* whole buckets */
     rs = cfg && cfg->footprint_regions ? cfg->footprint_regions : 4 * cap;
     if (rs < 64) rs = 64;

@@ -34,9 +34,10 @@ typedef struct mt_predictor mt_predictor_t;
    launches in 64 MiB"). */
 typedef struct mt_pred_launch {
   uint64_t id;        /* launch identity */
-  double confidence;  /* probability estimate in (0, 1] that the stream
+  double confidence;  /* probability estimate in [0, 1] that the stream
                          reaches this launch as predicted; non-increasing
-                         along one prediction */
+                         along one prediction; 0 only where the product of
+                         a deep walk's steps underflowed */
   const uint64_t *keys; /* its last observed footprint's region keys, owned
                          by the predictor, valid until the next observe()
                          or destroy(); NULL when unknown */
@@ -103,8 +104,8 @@ typedef struct mt_predictor_ops {
   /* The same launches predict() would give, up to max (and at most the
      config's walk_max), without copying them: for deep walks asked at every
      launch (the NVMe read-ahead's 1,024), where handing them out cost more
-     than finding them. Valid until the next observe() or destroy().
-     Returns the count. */
+     than finding them. Valid until the next call on p (a deeper predict()
+     or view() may move the walk) or destroy(). Returns the count. */
   size_t (*view)(mt_predictor_t *p, size_t max, mt_pred_view_t *v);
   void (*stats)(const mt_predictor_t *p, mt_predictor_stats_t *out);
 } mt_predictor_ops_t;

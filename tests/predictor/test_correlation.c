@@ -551,3 +551,41 @@ Test(predictor, footprints_never_wrap) {
   cr_assert_gt(known, 1000);
   ops->destroy(p);
 }
+
+/* Edges of the API, found by review: a launch that had a footprint
+ * observed with none (keys NULL, as predictor.h allows); a footprint
+ * passed in straight from a prediction (keys that lie in the predictor's
+ * own ring); a capacity no memory holds. UBSan and ASan run this test. */
+Test(predictor, footprint_edges) {
+  const mt_predictor_ops_t *ops = C();
+  mt_predictor_t *p = ops->create(&(mt_predictor_config_t){.capacity = 256, .footprint_regions = 64});
+  cr_assert_not_null(p);
+  for (int it = 0; it < 3; it++)
+    for (uint64_t i = 0; i < 10; i++) obs(ops, p, 1000 + i);
+  /* launch 1001 comes next, with its footprint handed back as a later one's */
+  mt_pred_launch_t out[4];
+  cr_assert_geq(ops->predict(p, out, 4), 2);
+  cr_assert_eq(out[0].id, 1000);
+  cr_assert_not_null(out[1].keys);
+  uint64_t want[8];
+  size_t n = out[1].nkeys;
+  memcpy(want, out[1].keys, n * sizeof(*want));
+  ops->observe(p, 1000, out[1].keys, n);
+  cr_assert_geq(ops->predict(p, out, 1), 1);
+  cr_assert_eq(out[0].id, 1001);
+  /* 1000 now holds 1001's old keys */
+  for (int k = 0; k < 9; k++) obs(ops, p, 1001 + (uint64_t)k);
+  cr_assert_geq(ops->predict(p, out, 1), 1);
+  cr_assert_eq(out[0].id, 1000);
+  cr_assert_eq(out[0].nkeys, n);
+  cr_assert_eq(memcmp(out[0].keys, want, n * sizeof(*want)), 0, "the footprint copied from the ring is intact");
+  /* and then none at all */
+  ops->observe(p, 1000, NULL, 0);
+  for (int k = 0; k < 9; k++) obs(ops, p, 1001 + (uint64_t)k);
+  cr_assert_geq(ops->predict(p, out, 1), 1);
+  cr_assert_eq(out[0].id, 1000);
+  cr_assert_eq(out[0].nkeys, 0);
+  ops->destroy(p);
+  cr_assert_null(ops->create(&(mt_predictor_config_t){.capacity = SIZE_MAX}), "no such table: out of memory");
+  cr_assert_null(ops->create(&(mt_predictor_config_t){.capacity = SIZE_MAX - 3}));
+}
