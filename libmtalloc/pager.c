@@ -631,14 +631,29 @@ static int run_to_device(mt_pager_t *p, mt_chunk_t *cs, int n, const bool *fetch
 
 int _mt_fetch_flush(mt_pager_t *p) {
   int rc = 0;
-  for (size_t i = 0; i < p->ndefer && rc == 0; i++)
+  size_t i = 0;
+  for (; i < p->ndefer && rc == 0; i++)
     rc = p->dev->ops->copy(p->dev, p->defer[i].dst, p->defer[i].src, p->chunk, p->h2d);
   if (p->ndefer > 0) {
     _mt_h2d_issued(p);
     _mt_nv_flushed(p); /* staging slots those copies read are free once they ran */
   }
-  /* A failed copy leaves a chunk DEVICE without its data: the driver's
-   * error (logged) is the operation's; the caller fails it. */
+  if (rc < 0) {
+    /* The failed copy and those after it leave chunks DEVICE without their
+     * data. The driver's error is the operation's (when it has one: a
+     * prefetch belongs to none); their regions are lost, so that no later
+     * use reads what never arrived without failing too. */
+    mt_region_t *last = NULL;
+    for (size_t k = i - 1; k < p->ndefer; k++) {
+      mt_region_t *r = _mt_region_of(p, p->defer[k].dst);
+      if (r == NULL || r == last) continue;
+      last = r;
+      if (r->lost == 0)
+        mt_error("a copy into the %zu-byte region at %#lx failed (%s): its data is not on the device, and "
+                 "every later use of it fails", r->size, (unsigned long)r->addr, strerror(-rc));
+      r->lost = rc;
+    }
+  }
   p->ndefer = 0;
   return rc;
 }
@@ -663,6 +678,7 @@ void _mt_range_protect(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len
 int _mt_range_resident(mt_pager_t *p, mt_region_t *r, uintptr_t addr, size_t len, mt_handle_t s,
                        bool write, bool overwrite) {
   if (r->kind == REG_SMALL || len == 0) return 0;
+  if (r->lost < 0) return r->lost; /* no silent use of bytes that never arrived */
   /* prefetched: this use waits for those copies (not for every fetch) */
   if (r->pf_event != 0 && !p->prefetching) {
     int w = _mt_prefetch_wait(p, r, s);

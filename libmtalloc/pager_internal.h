@@ -382,6 +382,8 @@ typedef struct mt_region {
   uint64_t id;
   uint8_t kind;              /* REG_* */
   bool escaped;              /* address was copied to the device: stays resident */
+  int lost;                  /* -errno: a fetch copy into it failed (_mt_fetch_flush), so device
+                              * chunks may lack their data; every later use fails with it */
   bool hostuse;              /* a launch reached its HOST chunks through host mappings:
                               * fetching one waits for the region's holds first */
   bool readmostly;           /* mt_advise(MT_ADVISE_READ_MOSTLY): launches only read it,

@@ -386,7 +386,7 @@ static bool prefetch_region(mt_pager_t *p, mt_region_t *r, mt_handle_t s, bool s
     i = j;
   }
   p->prefetching = false;
-  int fl = _mt_fetch_flush(p);
+  int fl = _mt_fetch_flush(p); /* a failure marks the region lost (pager.c) */
   if (any && fl == 0) {
     mt_handle_t e = _mt_event_get(p);
     if (e != 0 && p->dev->ops->event_record(p->dev, e, p->h2d) == 0) {
