@@ -534,7 +534,7 @@ static void store_footprint(mt_predictor_t *p, size_t i, const uint64_t *keys, s
   entry_t *e = &p->tab[i];
   const bool low = rank(e) < p->fp_floor;
   if (n > FP_MAX || n > p->ring_size / 2 || low) { /* too big to keep, or not its turn: unknown */
-    p->st.fp_dropped += low;
+    p->st.fp_dropped += low && n > 0; /* an empty footprint drops nothing */
     if (e->fplen != 0) p->epoch++;
     e->fplen = 0;
     return;
