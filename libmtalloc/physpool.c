@@ -10,13 +10,14 @@
  *           evicted or freed chunk gave back waits on a free list for the
  *           next fetch. Created on demand, so the pool never holds more
  *           than the budget's high-water mark.
- *   host    host copies are slots of slabs of up to HOST_SLAB_MAX chunks,
- *           one driver allocation per slab: with host mappings a
- *           host-located handle mapped once into the pager's window (a slot
- *           is the handle, its offset, and its address in the window, and a
- *           HOST chunk maps its slot at the chunk's own address); without, a
- *           cuMemHostAlloc buffer. Slots are private to one chunk: never
- *           shared, as writes through two chunks would alias.
+ *   host    host copies are slots of slabs of up to HOST_SLAB_MAX chunks:
+ *           with host mappings one host-located handle per slot, each mapped
+ *           into the pager's window (a slot is its handle and its address in
+ *           the window, and a HOST chunk maps the handle at the chunk's own
+ *           address: cuMemMap's offset "currently must be zero", cuda.h, so
+ *           a slot cannot be a slice of a larger handle); without, one
+ *           cuMemHostAlloc buffer per slab. Slots are private to one chunk:
+ *           never shared, as writes through two chunks would alias.
  *
  * Invariants: device: used + (handles on the free list and handed, see
  * handoff.c) * chunk <= budget,
@@ -106,31 +107,48 @@ static int host_grow(mt_pager_t *p) {
     pl->cap_host = cap;
   }
   size_t bytes = n * p->chunk;
-  mt_handle_t h = 0;
   uintptr_t base;
   int rc;
   if (p->host_mapped) {
     if ((rc = _mt_va_alloc(&p->win, n, p->chunk, &base)) < 0) return rc;
-    if ((rc = p->dev->ops->phys_create(p->dev, bytes, true, &h)) < 0) {
+    size_t made = 0;
+    for (; made < n; made++) {
+      mt_handle_t h;
+      uintptr_t at = base + made * p->chunk;
+      if ((rc = p->dev->ops->phys_create(p->dev, p->chunk, true, &h)) < 0) break;
+      if ((rc = p->dev->ops->map(p->dev, at, p->chunk, h, 0)) < 0) {
+        p->dev->ops->phys_release(p->dev, h);
+        break;
+      }
+      /* the handle stays referenced by its window mapping; the slot names it */
+      pl->host_free[pl->nhost_free + made] = (mt_host_slot_t){h, 0, at};
+    }
+    if (rc == 0) rc = p->dev->ops->set_access(p->dev, base, bytes);
+    if (rc < 0) {
+      for (size_t i = 0; i < made; i++) {
+        const mt_host_slot_t *sl = &pl->host_free[pl->nhost_free + i];
+        p->dev->ops->unmap(p->dev, sl->addr, p->chunk);
+        p->dev->ops->phys_release(p->dev, sl->h);
+      }
       _mt_va_free(&p->win, base, n, p->chunk);
       return rc;
     }
-    if ((rc = p->dev->ops->map(p->dev, base, bytes, h, 0)) < 0 ||
-        (rc = p->dev->ops->set_access(p->dev, base, bytes)) < 0) {
-      if (rc != 0) p->dev->ops->unmap(p->dev, base, bytes);
-      p->dev->ops->phys_release(p->dev, h);
-      _mt_va_free(&p->win, base, n, p->chunk);
-      return rc;
+    /* handed out in address order, as below */
+    for (size_t i = 0, j = n - 1; i < j; i++, j--) {
+      mt_host_slot_t t = pl->host_free[pl->nhost_free + i];
+      pl->host_free[pl->nhost_free + i] = pl->host_free[pl->nhost_free + j];
+      pl->host_free[pl->nhost_free + j] = t;
     }
+    pl->nhost_free += n;
   } else {
     void *hp;
     if ((rc = p->dev->ops->host_alloc(p->dev, bytes, &hp)) < 0) return rc;
     base = (uintptr_t)hp;
+    /* pushed in reverse so that slots are handed out in address order: the
+     * host copies of a region's consecutive chunks tend to be adjacent */
+    for (size_t i = n; i-- > 0;)
+      pl->host_free[pl->nhost_free++] = (mt_host_slot_t){0, i * p->chunk, base + i * p->chunk};
   }
-  /* pushed in reverse so that slots are handed out in address order: the
-   * host copies of a region's consecutive chunks tend to be adjacent */
-  for (size_t i = n; i-- > 0;)
-    pl->host_free[pl->nhost_free++] = (mt_host_slot_t){h, i * p->chunk, base + i * p->chunk};
   pl->host_slabbed += n;
   pl->host_slabs++;
   return 0;

@@ -43,7 +43,8 @@
 #      run: no GPU", exit 0 if steps 1-2 passed --
 #   3  driver_probe: do cuFuncGetParamInfo/cuFuncGetName accept a CUkernel
 #      from cuLibraryGetKernel, does launching one work, do host-NUMA
-#      cuMemCreate mappings work (findings, not failures)
+#      cuMemCreate mappings work, is cuMemMap at a non-zero offset refused
+#      as cuda.h says (findings, not failures)
 #   4  move_bench: 2 MiB and 64 MiB fetch and eviction through cuMemCreate/
 #      Map/SetAccess/memcpy/Unmap/Release, each call timed, pooled and not;
 #      whether each mapping call waits for a running kernel

@@ -307,7 +307,9 @@ FC_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
   CUresult r = fc_check_init();
   if (r) return r;
   uintptr_t p = (uintptr_t)ptr;
-  if (size == 0 || !granular(p) || !granular(size) || !granular(offset) || flags != 0)
+  /* cuda.h, cuMemMap: "offset - Offset into the memory represented by
+   * handle from which to start mapping. Note: currently must be zero." */
+  if (size == 0 || !granular(p) || !granular(size) || offset != 0 || flags != 0)
     return CUDA_ERROR_INVALID_VALUE;
   fc_lock();
   phys_t *ph = phys_get(handle);

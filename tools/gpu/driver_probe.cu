@@ -21,11 +21,15 @@
  *    the GPU's host node (0 if none) and at CU_MEM_LOCATION_TYPE_HOST,
  *    cuMemMap, cuMemSetAccess for the device, a kernel writing through
  *    the mapping and a copy back, checked.
+ * 3. cuMemMap at a non-zero offset into a handle (device and HOST_NUMA):
+ *    cuda.h says the offset must be zero; the pager relies on it never
+ *    being needed (one handle per host slot, physpool.c).
  *
  * The answers are findings, not failures: the program exits 0 when it
  * could ask every question, 1 when the device or the cubin is unusable.
  * stdout: a Markdown table (check | answer | detail), then
  *   summary func_on_kernel_paraminfo X func_on_kernel_name X kernel_paraminfo X launch_kernel_handle X host_numa X host X
+ *           map_offset X map_offset_host X
  * where each X is ok or the error name, then "driver_probe: ok".
  */
 #include <cuda.h>
@@ -192,6 +196,33 @@ static std::string host_mapping(CUdevice dev, CUmemLocationType loc, int node, C
   return answer;
 }
 
+/* cuMemMap at a non-zero offset into a handle twice the granularity (at
+ * LOC): cuda.h says the offset "currently must be zero", and the pager
+ * maps every host slot at offset 0 because of it (physpool.c); the fake
+ * driver refuses any other. The answer says whether this driver agrees. */
+static std::string map_offset(CUmemLocationType loc, int id, std::string *detail) {
+  CUmemAllocationProp p;
+  memset(&p, 0, sizeof p);
+  p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  p.location.type = loc;
+  p.location.id = id;
+  size_t gran = 0;
+  CUresult r = cuMemGetAllocationGranularity(&gran, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  if (r != CUDA_SUCCESS) return *detail = "cuMemGetAllocationGranularity", err(r);
+  CUmemGenericAllocationHandle h;
+  if ((r = cuMemCreate(&h, 2 * gran, &p, 0)) != CUDA_SUCCESS) return *detail = "cuMemCreate", err(r);
+  CUdeviceptr va = 0;
+  MUST(cuMemAddressReserve(&va, gran, gran, 0, 0));
+  r = cuMemMap(va, gran, gran, h, 0);
+  *detail = "cuMemMap(va, " + std::to_string(gran >> 10) + " KiB, offset " + std::to_string(gran >> 10) +
+            " KiB) of a " + std::to_string(2 * gran >> 10) + " KiB handle: " + err(r) +
+            (r == CUDA_SUCCESS ? " (accepted: cuda.h says it must be zero)" : " (refused, as cuda.h says)");
+  if (r == CUDA_SUCCESS) cuMemUnmap(va, gran);
+  cuMemAddressFree(va, gran);
+  cuMemRelease(h);
+  return err(r);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: driver_probe probe_kernel.cubin\n");
@@ -303,14 +334,18 @@ int main(int argc, char **argv) {
   row(("cuMemCreate HOST_NUMA node " + std::to_string(node) + ", mapped for the device").c_str(), numa, d);
   std::string host = host_mapping(dev, CU_MEM_LOCATION_TYPE_HOST, 0, (CUfunction)k, src, &d);
   row("cuMemCreate HOST, mapped for the device", host, d);
+  std::string moff = map_offset(CU_MEM_LOCATION_TYPE_DEVICE, dev, &d);
+  row("cuMemMap at a non-zero offset (device handle)", moff, d);
+  std::string moff_host = map_offset(CU_MEM_LOCATION_TYPE_HOST_NUMA, node, &d);
+  row("cuMemMap at a non-zero offset (HOST_NUMA handle)", moff_host, d);
 
   MUST(cuLibraryUnload(lib));
   MUST(cuMemFree(out));
   MUST(cuMemFree(src));
   printf("\nsummary func_on_kernel_paraminfo %s func_on_kernel_name %s kernel_paraminfo %s "
-         "launch_kernel_handle %s host_numa %s host %s\n",
+         "launch_kernel_handle %s host_numa %s host %s map_offset %s map_offset_host %s\n",
          tok(fparam).c_str(), tok(fname).c_str(), tok(kparam).c_str(), tok(klaunch).c_str(),
-         tok(numa).c_str(), tok(host).c_str());
+         tok(numa).c_str(), tok(host).c_str(), tok(moff).c_str(), tok(moff_host).c_str());
   printf("driver_probe: ok\n");
   return 0;
 }
