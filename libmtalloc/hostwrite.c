@@ -33,6 +33,7 @@ static int chunk_device_drop(mt_pager_t *p, mt_chunk_t *c) {
   p->used -= p->chunk;
   _mt_pool_dev_put(p, c->dev);
   c->dev = 0;
+  _mt_wb_cancel(p, c); /* off the device: out of the write-behind stock (as an eviction) */
   _mt_retained_unlink(c);
   if (!c->dirty) c->region->nclean--;
   if (c->pf) c->region->npf--;

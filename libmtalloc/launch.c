@@ -221,6 +221,33 @@ static void trace_launch(mt_pager_t *p, const footprint_t *fp, CUfunction f, con
 static unsigned oversize_warnings;
 #define OVERSIZE_WARNINGS_MAX 16 /* then at MT_VERBOSE=2 only */
 
+
+/* The footprint's regions are in use by the work queued on s so far:
+ * holds, so that nothing reuses their memory (an eviction, a free, the
+ * handoff's next taker) before that work is done. Returns s's index. */
+static uint32_t hold_footprint(mt_pager_t *p, const footprint_t *fp, mt_handle_t s) {
+  uint32_t si = _mt_stream_index(p, s);
+  uint64_t seq = _mt_stream_next(p, si);
+  for (size_t i = 0; i < fp->n; i++) {
+    mt_region_t *r = fp->r[i];
+    if (r->nholds > 0 && r->holds[0].stream == si) r->holds[0].seq = seq; /* the common case */
+    else _mt_region_hold(p, r, si, seq);
+  }
+  return si;
+}
+
+/* A launch that fails after its footprint was made (partly) resident has
+ * fetch copies queued on h2d and may have taken memory the handoff gave in
+ * stream order, still in use by earlier work on s. Without holds, an
+ * eviction copied a chunk out while its fetch still wrote it (overwriting
+ * the only good host copy), and a free gave handed memory to another
+ * stream under that work (found by review). So s waits for the fetches,
+ * and the footprint is held as if the kernel had been queued. */
+static void failed_hold(mt_pager_t *p, const footprint_t *fp, mt_handle_t s) {
+  (void)_mt_fetch_fence(p, s); /* an error here is the driver's, already the launch's */
+  if (fp->n > 0) (void)hold_footprint(p, fp, s);
+}
+
 static int launch_prepared(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_handle_t s, mt_forward_fn fwd,
                            void *ctx, const char *what, const char *name) {
   size_t need = fp->need;
@@ -271,7 +298,7 @@ static int launch_prepared(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_hand
       rc = _mt_region_use_in_place(p, r, s, &host_bytes);
     }
     if (rc < 0) {
-      _mt_fetch_flush(p); /* what was fetched so far is DEVICE: its copies must run */
+      failed_hold(p, fp, s); /* what was fetched so far is DEVICE: its copies run, ordered */
       if (rc == -E2BIG)
         mt_error("%s%s%s: could not make its %zu bytes resident within MT_MAX_VRAM=%zu (the rest "
                  "is held by work in flight)", what, *kn ? " " : "", kn, need, p->budget);
@@ -295,20 +322,19 @@ static int launch_prepared(mt_pager_t *p, footprint_t *fp, CUfunction f, mt_hand
   }
   _mt_back_fresh(p);
   rc = _mt_fetch_fence(p, s);
-  if (rc < 0) return rc;
+  if (rc < 0) {
+    failed_hold(p, fp, s);
+    return rc;
+  }
   rc = fwd(ctx);
   if (rc == 0) _mt_runahead_record(p);
   if (rc == 0 && fp->n > 0) {
-    uint32_t si = _mt_stream_index(p, s);
-    uint64_t seq = _mt_stream_next(p, si);
-    for (size_t i = 0; i < fp->n; i++) {
-      mt_region_t *r = fp->r[i];
-      if (r->nholds > 0 && r->holds[0].stream == si) r->holds[0].seq = seq; /* the common case */
-      else _mt_region_hold(p, r, si, seq);
-    }
+    uint32_t si = hold_footprint(p, fp, s);
     if (_mt_trace_on()) trace_launch(p, fp, f, name, si);
   } else if (rc == 0 && _mt_trace_on()) {
     trace_launch(p, fp, f, name, 0);
+  } else if (rc != 0) {
+    failed_hold(p, fp, s);
   }
   /* while the kernel runs: fetch what the next ones are expected to use */
   if (rc == 0 && p->pf != NULL && fp->func != 0) _mt_prefetch_launch(p, s);

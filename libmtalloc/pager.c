@@ -187,8 +187,12 @@ static bool eligible(mt_policy_node_t *n, void *arg) {
   mt_region_t *r = c->region;
   /* a freed region's data is dead: waiting for its stream beats copying it */
   if (r->escaped || r->freed || r->epoch == v->p->epoch || c->epoch == v->p->epoch) return false;
-  /* During a capture no copy may be waited for (graph.c): clean chunks only. */
-  if (_mt_capture_active(v->p) && (c->dirty || (c->host_addr == 0 && c->nv == NULL))) return false;
+  /* During a capture no copy may be waited for (graph.c): clean chunks only,
+   * and none a prefetch may still be copying into -- the unmap fence is
+   * skipped then (unmapfence.c), so its memory could go to a kernel while
+   * the copy still writes it (found by review). */
+  if (_mt_capture_active(v->p) && (c->dirty || (c->host_addr == 0 && c->nv == NULL) || r->pf_event != 0))
+    return false;
   if (v->wait) return true;
   /* probably dead data (its region past its last use, not yet freed):
    * copying it out is wasted, and the free gives its memory back soon.
@@ -332,7 +336,13 @@ static int make_room_ex(mt_pager_t *p, size_t need, bool may_wait) {
       if (rc == 0) rc = p->dev->ops->event_sync(p->dev, p->ev_evict);
     }
     if (rc < 0) { /* nothing lost: put them back as they were */
-      if (copied) p->dev->ops->event_sync(p->dev, p->ev_evict);
+      /* The copies issued before the failure still write into the host
+       * slots the victims keep: wait for them (ev_evict names an older
+       * batch until it is recorded again, after them). */
+      if (copied && (p->dev->ops->event_record(p->dev, p->ev_evict, p->d2h) < 0 ||
+                     p->dev->ops->event_sync(p->dev, p->ev_evict) < 0))
+        mt_error("an eviction copy failed, and the copies issued before it cannot be waited for: the "
+                 "driver is not answering (%s)", strerror(-rc));
       for (int i = 0; i < n; i++) unpick(p, batch[i]);
       return rc;
     }

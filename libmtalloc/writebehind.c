@@ -25,6 +25,8 @@
  *
  * Threading: under the pager lock.
  */
+#include <string.h>
+
 #include "pager_internal.h"
 #include "trace.h"
 #include "trace_io.h"
@@ -191,10 +193,28 @@ size_t _mt_write_behind(mt_pager_t *p, size_t bytes, uint64_t after) {
   /* no event to tell when: wait now (rare); what the wait covers is done */
   int rc = p->dev->ops->event_record(p->dev, p->ev_evict, p->d2h);
   if (rc == 0) rc = p->dev->ops->event_sync(p->dev, p->ev_evict);
+  if (rc < 0)
+    mt_error("write-behind: no event can be recorded after %d copies (%s): nothing can tell when they are "
+             "done, so the host slots they write stay out of use", started, strerror(-rc));
   for (int i = 0; i < started; i++) {
-    if (rc == 0 && b->cs[i] != NULL) clean_now(p, cs[i]);
-    else if (rc == 0) _mt_wb_clear(cs[i]); /* cancelled meanwhile; its copy is done */
-    else if (b->cs[i] != NULL) _mt_wb_cancel(p, cs[i]); /* not in the ring: nothing names it */
+    mt_chunk_t *c = cs[i];
+    if (rc == 0 && b->cs[i] != NULL) {
+      clean_now(p, c);
+    } else if (rc == 0) {
+      _mt_wb_clear(c); /* cancelled meanwhile; its copy is done */
+    } else {
+      /* Not in the ring, so no settle would wait for it: the copy may
+       * still write the slot, which leaves the chunk for good (counted in
+       * host_used, never back in the pool); the chunk stays dirty. */
+      _mt_wb_cancel(p, c);
+      _mt_wb_clear(c);
+      if (c->host_addr != 0) {
+        _mt_retained_unlink(c);
+        c->host = 0;
+        c->host_off = 0;
+        c->host_addr = 0;
+      }
+    }
   }
   return 0;
 }
