@@ -37,6 +37,7 @@ static int fail(const char *what, CUresult rc) {
    * report. */
   if (rc == CUDA_ERROR_DEINITIALIZED) return -ESHUTDOWN;
   mt_error("%s failed: %s", what, _mt_cu_errname(rc));
+  _mt_cu_note_error(rc); /* what the application gets for this -EIO (_mt_cu_result) */
   return -EIO;
 }
 
@@ -186,6 +187,9 @@ static int cd_stream_wait(mt_device_t *d, mt_handle_t s, mt_handle_t e) {
 static int cd_stream_capturing(mt_device_t *d, mt_handle_t s) {
   CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
   CUresult rc = CD(d)->drv->cuStreamIsCapturing((CUstream)s, &st);
+  /* the legacy stream while a blocking stream captures: using it would
+   * join or break that capture, so it counts as capturing (fails closed) */
+  if (rc == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) return 1;
   if (rc != CUDA_SUCCESS) return 0;
   return st != CU_STREAM_CAPTURE_STATUS_NONE;
 }

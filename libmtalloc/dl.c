@@ -6,6 +6,7 @@
  * resolves glibc's own with dlvsym, which nobody hooks. The driver handle and
  * every pointer the core uses are resolved once.
  */
+#include <errno.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -65,6 +66,31 @@ const mt_driver_t *_mt_driver(void) {
 void *_mt_driver_sym(const char *name) {
   pthread_once(&driver_once, driver_open);
   return driver_handle ? _mt_real_dlsym(driver_handle, name) : NULL;
+}
+
+static __thread CUresult noted_error;
+
+void _mt_cu_note_error(CUresult rc) {
+  noted_error = rc;
+}
+
+CUresult _mt_cu_result(int rc) {
+  if (rc > 0) return (CUresult)rc;
+  switch (rc) {
+    case 0: return CUDA_SUCCESS;
+    case -ENOMEM:
+    case -E2BIG: return CUDA_ERROR_OUT_OF_MEMORY;
+    case -EINVAL:
+    case -ENOENT: return CUDA_ERROR_INVALID_VALUE;
+    case -EBUSY: return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    case -ESHUTDOWN: return CUDA_ERROR_DEINITIALIZED;
+    case -EIO: {
+      CUresult e = noted_error;
+      noted_error = CUDA_SUCCESS;
+      return e != CUDA_SUCCESS ? e : CUDA_ERROR_UNKNOWN;
+    }
+    default: return CUDA_ERROR_UNKNOWN;
+  }
 }
 
 const char *_mt_cu_errname(CUresult rc) {

@@ -75,6 +75,15 @@ const mt_driver_t *_mt_driver(void);
 void *_mt_driver_sym(const char *name);
 /* "CUDA_ERROR_OUT_OF_MEMORY" for rc, without allocating. */
 const char *_mt_cu_errname(CUresult rc);
+/* A driver call of the pager failed with rc (device_cuda.c turns it into
+ * -EIO): remembered for this thread, so that the hook that returns the
+ * pager's -EIO gives the application the driver's own error (a sticky
+ * CUDA_ERROR_ILLEGAL_ADDRESS, say) rather than CUDA_ERROR_UNKNOWN. */
+void _mt_cu_note_error(CUresult rc);
+/* A pager result as a CUresult: 0 success, > 0 a CUresult already, -errno
+ * mapped (-EIO: the driver error noted last on this thread, taken once;
+ * -ESHUTDOWN: the driver is gone, CUDA_ERROR_DEINITIALIZED). */
+CUresult _mt_cu_result(int rc);
 
 /* dl.c: the real dlsym (the preload layer replaces the public one). */
 void *_mt_real_dlsym(void *handle, const char *name);

@@ -198,19 +198,6 @@ MT_NO_SANITIZE int _mt_hook_by_name(const char *name) {
   return -1;
 }
 
-CUresult _mt_cu_result(int rc) {
-  if (rc > 0) return (CUresult)rc;
-  switch (rc) {
-    case 0: return CUDA_SUCCESS;
-    case -ENOMEM:
-    case -E2BIG: return CUDA_ERROR_OUT_OF_MEMORY;
-    case -EINVAL:
-    case -ENOENT: return CUDA_ERROR_INVALID_VALUE;
-    case -EBUSY: return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    default: return CUDA_ERROR_UNKNOWN;
-  }
-}
-
 /* ---- the entry points ---------------------------------------------------------- */
 
 /* Swaps the function the driver resolved for ours. First by pointer: the

@@ -16,6 +16,8 @@
 #include <cuda.h>
 #include <stdbool.h>
 
+#include "driver.h"
+
 #undef cuGetProcAddress /* cuda.h maps it to _v2; we hook both symbols */
 
 #define MT_P_ALLOC (CUdeviceptr *dptr, size_t bytesize)
@@ -321,8 +323,7 @@ void *_mt_hook_self(int h);
 /* The real function of hook h, typed like the hook fn. */
 #define REAL(h, fn) ((__typeof__(&fn))_mt_hook_real[h])
 
-/* A pager result as a CUresult (see pager.h). */
-CUresult _mt_cu_result(int rc);
+/* A pager result as a CUresult: _mt_cu_result (driver.h). */
 /* The stream a call means: with the per-thread variants NULL is the
  * per-thread default stream. */
 static inline uint64_t _mt_stream_of(CUstream s, int pt) {

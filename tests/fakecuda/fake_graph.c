@@ -192,6 +192,13 @@ static CUresult is_capturing(CUstream hStream, CUstreamCaptureStatus *st) {
                                : CU_STREAM_CAPTURE_STATUS_ACTIVE;
   else
     r = CUDA_ERROR_INVALID_HANDLE;
+  /* cuda.h, cuStreamIsCapturing: called on the legacy stream while a
+   * blocking stream in the same context is capturing, it returns
+   * CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (the capture is not invalidated) */
+  for (size_t i = 0; s && s->legacy && r == CUDA_SUCCESS && i < g_fc.nstreams; i++) {
+    fc_stream_t *t = g_fc.streams[i];
+    if (t != s && !t->legacy && !(t->flags & CU_STREAM_NON_BLOCKING) && t->capture) r = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+  }
   fc_unlock();
   return r;
 }

@@ -869,6 +869,33 @@ Test(fakecuda, stream_capture_and_graph_replay) {
   OK(cuStreamDestroy(s));
 }
 
+/* cuda.h, cuStreamIsCapturing: on the legacy stream while a blocking
+ * stream captures, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT; a non-blocking
+ * stream's capture leaves the legacy stream alone. */
+Test(fakecuda, legacy_stream_while_a_blocking_stream_captures) {
+  setup();
+  CUstream b, nb;
+  OK(cuStreamCreate(&b, 0));
+  OK(cuStreamCreate(&nb, CU_STREAM_NON_BLOCKING));
+  CUstreamCaptureStatus cs;
+  CUgraph g;
+  OK(cuStreamBeginCapture(nb, CU_STREAM_CAPTURE_MODE_RELAXED));
+  OK(cuStreamIsCapturing(NULL, &cs));
+  cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_NONE);
+  OK(cuStreamEndCapture(nb, &g));
+  OK(cuGraphDestroy(g));
+  OK(cuStreamBeginCapture(b, CU_STREAM_CAPTURE_MODE_RELAXED));
+  cr_assert_eq(cuStreamIsCapturing(NULL, &cs), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+  OK(cuStreamIsCapturing(b, &cs));
+  cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE, "the blocking capture is not invalidated");
+  OK(cuStreamEndCapture(b, &g));
+  OK(cuGraphDestroy(g));
+  OK(cuStreamIsCapturing(NULL, &cs));
+  cr_assert_eq(cs, CU_STREAM_CAPTURE_STATUS_NONE);
+  OK(cuStreamDestroy(b));
+  OK(cuStreamDestroy(nb));
+}
+
 /* ---- FAKECUDA_BW ------------------------------------------------------------------ */
 
 Test(fakecuda, bandwidth_limits_copy_time) {
