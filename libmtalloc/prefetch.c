@@ -76,7 +76,15 @@
  * and what a far prefetch put there is evicted again for it. And not while
  * NVMe holds chunks and host memory has room: the reads ahead are not
  * short of room then, and ResNet152 measured 97.2-97.8% from the second
- * iteration with far prefetches there too (98.1-98.2 without). Counter: prefetches_free (chunks).
+ * iteration with far prefetches there too (98.1-98.2 without). While
+ * NVMe holds chunks (so host memory is full whenever the pass runs) it
+ * reaches FREE_NVME_MORE (8) launches further: more of the window's host
+ * copies come to the GPU while the backward pass frees its memory, and
+ * the reads ahead they make room for begin sooner. With the room wait
+ * above, ResNet152's second iteration went 98.24 -> 98.49% of ideal
+ * (G10: 98.40), SENet154's 93.87 -> 93.93 (third and later iterations
+ * 94.83 -> 94.50); 2 more launches gave 98.26, 4 to 16 gave 98.40-98.66
+ * (docs/prefetching.md). Counter: prefetches_free (chunks).
  *
  * Next-use estimates for eviction (_mt_prefetch_due, predictor/reuse.h)
  * also live here, with the keys: when the period is learned or changes,
@@ -105,6 +113,8 @@
 #include "reuse.h"
 
 #define SPENT_SOON 32       /* launches from last use to free: below, "freed soon" */
+#define FREE_NVME_MORE 8    /* launches the free-memory pass reaches further while NVMe holds
+                             * chunks (Prefetches into free memory, above) */
 #define MIN_CONFIDENCE 0.25 /* below this a predicted launch is not prefetched for */
 #define WINDOW_MAX 256      /* regions of the window looked at per launch */
 #define LEAD_KEYS 4096      /* region keys with a lead, at most (predictor/lead.h) */
@@ -168,7 +178,8 @@ int _mt_prefetch_open(mt_pager_t *p, const char *predictor, unsigned depth) {
   pf->cap = 1024;
   pf->map = calloc(pf->cap, sizeof(*pf->map));
   pf->lead = prefetch ? _mt_lead_create(LEAD_KEYS, p->pf_lead) : NULL;
-  const unsigned lead = _mt_lead_max(pf->lead), spare = prefetch ? p->pf_free : 0;
+  const unsigned lead = _mt_lead_max(pf->lead),
+                 spare = prefetch && p->pf_free > 0 ? p->pf_free + (p->nv != NULL ? FREE_NVME_MORE : 0) : 0;
   pf->walk = pf->depth + (lead > spare ? lead : spare);
   pf->out = calloc(pf->walk ? pf->walk : 1, sizeof(*pf->out));
   const bool sched = prefetch && dues && p->wb_horizon > 0;
@@ -363,9 +374,16 @@ static bool prefetch_region(mt_pager_t *p, mt_region_t *r, mt_handle_t s, bool s
   while (_mt_make_room(p, lack * p->chunk) < 0) {
     p->prefetching = false;
     /* No room free of queued launches: the host waits for the oldest and
-     * looks again (runahead.c, "Waiting for room"); not while NVMe reads
-     * ahead are in flight, where the drive binds, not the room. */
-    if (p->pf_nowait || _mt_ra_inflight(p) > 0 || !_mt_runahead_yield(p)) return false;
+     * looks again (runahead.c, "Waiting for room"); not for a region with
+     * chunks on NVMe while reads ahead are in flight, where the drive
+     * binds, not the room. A region all in host memory waits like any
+     * other: the reads are not its (ResNet152 98.04 -> 98.49% of ideal with
+     * the reach below; docs/prefetching.md). Not with MT_PREFETCH_FREE=0:
+     * there those waits stand in for the late fetches the keep learns
+     * from (predictor/keep.h), and ResNet152 stayed at 96.5% from the third
+     * iteration on, against 98.1-98.3 without them. */
+    if (p->pf_nowait || (_mt_ra_inflight(p) > 0 && (r->nnvme > 0 || p->pf_free == 0)) || !_mt_runahead_yield(p))
+      return false;
     p->prefetching = true;
   }
   int rc = 0;
@@ -567,6 +585,7 @@ void _mt_prefetch_launch(mt_pager_t *p, mt_handle_t s) {
   bool spare[WINDOW_MAX]; /* beyond the depth for free memory only (Prefetches into free memory) */
   size_t nwin = 0, lack = 0, fresh = 0;
   const bool handoff = _mt_handoff_on(p), spare_ok = spare_wanted(p, handoff);
+  const unsigned spare_reach = p->pf_free + (p->nv != NULL && p->live[CH_NVME] > 0 ? FREE_NVME_MORE : 0);
   for (size_t j = 0; j < np && pf->out[j].confidence >= MIN_CONFIDENCE; j++) {
     bool seen = pf->out[j].id == id;
     for (size_t k = 0; k < j && !seen; k++) seen = pf->out[k].id == pf->out[j].id;
@@ -581,7 +600,7 @@ void _mt_prefetch_launch(mt_pager_t *p, mt_handle_t s) {
       /* beyond the depth: regions whose lead reaches this far, and within
        * MT_PREFETCH_FREE the rest, for free memory only */
       bool led = j < pf->depth || _mt_lead_get(pf->lead, r->key) >= j - pf->depth + 1;
-      if (!led && (!spare_ok || j >= pf->depth + p->pf_free)) continue;
+      if (!led && (!spare_ok || j >= pf->depth + spare_reach)) continue;
       r->epoch = p->epoch;
       spare[nwin] = !led;
       win[nwin++] = r;
