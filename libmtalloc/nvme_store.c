@@ -842,6 +842,7 @@ static int start(_mt_nvme_t *s, _mt_nvme_chunk_t *c, uint8_t *buf, bool write, _
   }
   op->result = 0;
   op->busy = true;
+  op->orphan = false; /* the caller's own, whatever its memory held */
   op->chunk = c;
   op->buf = buf;
   op->write = write;
