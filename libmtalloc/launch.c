@@ -221,7 +221,6 @@ static void trace_launch(mt_pager_t *p, const footprint_t *fp, CUfunction f, con
 static unsigned oversize_warnings;
 #define OVERSIZE_WARNINGS_MAX 16 /* then at MT_VERBOSE=2 only */
 
-
 /* The footprint's regions are in use by the work queued on s so far:
  * holds, so that nothing reuses their memory (an eviction, a free, the
  * handoff's next taker) before that work is done. Returns s's index. */
