@@ -46,7 +46,9 @@ typedef struct mt_device_ops {
   /* Physical memory of one chunk, on the device or (host_mappable) on the host. */
   int (*phys_create)(mt_device_t *d, size_t size, bool on_host, mt_handle_t *h);
   void (*phys_release)(mt_device_t *d, mt_handle_t h);
-  /* Map size bytes of h, from byte offset off, at va (no access yet). */
+  /* Map size bytes of h, from byte offset off, at va (no access yet). The
+   * CUDA driver takes off == 0 only (cuda.h: "currently must be zero"):
+   * the pager always passes 0 (physpool.c). */
   int (*map)(mt_device_t *d, uintptr_t va, size_t size, mt_handle_t h, size_t off);
   /* Read/write access for the device to [va, va+size), which may span
    * several mappings: one call for a run of chunks mapped one by one. */
