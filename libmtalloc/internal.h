@@ -152,8 +152,9 @@ typedef enum mt_opt_type {
   X(PREFETCH_WAIT, BOOL, "on", 0, 0, "", "",                                     \
     "with the run-ahead bound (MT_RUNAHEAD, while the handoff is on): a prefetch that finds " \
     "no room free of queued launches waits for the oldest of them, while over a quarter of " \
-    "MT_RUNAHEAD stay queued and no NVMe read ahead is in flight (runahead.c; Inception " \
-    "96.5-97.0 -> 98.1-99.2% of ideal on G10's traces, docs/eviction.md); off: it stops there") \
+    "MT_RUNAHEAD stay queued, and unless NVMe reads ahead are in flight and the region has " \
+    "chunks on NVMe (or MT_PREFETCH_FREE=0) (runahead.c, prefetch.c; Inception 96.5-97.0 -> " \
+    "98.1-99.2% of ideal on G10's traces, docs/eviction.md); off: it stops there") \
   X(WRITEBEHIND_HORIZON, INT, "256", 0, 65536, "", "launches",                   \
     "with a predictor and MT_POLICY=nextuse: write-behind copies out, before each launch, the "  \
     "dirty chunks the evictions of the next this-many launches copied one iteration ago (the " \
