@@ -155,7 +155,10 @@ static int cmp_real(const void *a, const void *b) {
 }
 
 static void hooks_resolve(void) {
-  if (_mt_driver() == NULL) return;
+  /* The real functions even where the driver is too old for the pager
+   * (_mt_driver() NULL, logged): no pager starts, and every hook passes
+   * its call through unchanged, as if mtalloc were not loaded. */
+  (void)_mt_driver();
   for (int h = 0; h < MT_HOOK__COUNT; h++) {
     void *fn = _mt_driver_sym(hook_names[h]);
     _mt_hook_real[h] = fn;
@@ -166,6 +169,7 @@ static void hooks_resolve(void) {
     for (int i = 0; i < nby_real; i++) dup |= by_real[i].fn == fn;
     if (!dup) by_real[nby_real++] = (__typeof__(by_real[0])){fn, h};
   }
+  if (nby_real == 0) return; /* no driver at all */
   qsort(by_real, (size_t)nby_real, sizeof(by_real[0]), cmp_real);
   _mt_stats_set_hooks(hook_names, hook_calls, MT_HOOK__COUNT);
   hooks_ok = true;

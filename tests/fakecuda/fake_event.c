@@ -175,7 +175,7 @@ static CUresult elapsed(float *ms, CUevent hStart, CUevent hEnd) {
 FC_API CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
   return elapsed(pMilliseconds, hStart, hEnd);
 }
-FC_API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
+FC_API_NEW CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
   return elapsed(pMilliseconds, hStart, hEnd);
 }
 

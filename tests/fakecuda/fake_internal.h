@@ -36,9 +36,21 @@
 #include "fakecuda.h"
 
 #define FC_API __attribute__((visibility("default")))
+/* Entry points newer than CUDA 12.2: the old-driver build (FC_DRIVER_OLD,
+ * tests/fakecuda/old) keeps them inside, unexported, as a 12.2 driver has
+ * none of them, and cuGetProcAddress finds none past its version. */
+#ifdef FC_DRIVER_OLD
+#define FC_API_NEW __attribute__((visibility("hidden")))
+#else
+#define FC_API_NEW FC_API
+#endif
 
 #define FC_GRANULARITY ((size_t)2 << 20) /* VMM granularity: 2 MiB */
+#ifdef FC_DRIVER_OLD
+#define FC_DRIVER_VERSION 12020
+#else
 #define FC_DRIVER_VERSION 13000
+#endif
 
 /* ---- call counts (fake_calls.c) ---------------------------------------- */
 #define FC_COUNTED_CALLS(X) \

@@ -140,7 +140,7 @@ CUresult fc_param_info(const fc_func_t *f, size_t paramIndex, size_t *paramOffse
   return CUDA_SUCCESS;
 }
 
-FC_API CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset,
+FC_API_NEW CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset,
                                    size_t *paramSize) {
   CUresult r = fc_check_init();
   if (r) return r;
@@ -149,7 +149,7 @@ FC_API CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *p
   return fc_param_info(f, paramIndex, paramOffset, paramSize);
 }
 
-FC_API CUresult cuFuncGetName(const char **name, CUfunction hfunc) {
+FC_API_NEW CUresult cuFuncGetName(const char **name, CUfunction hfunc) {
   CUresult r = fc_check_init();
   if (r) return r;
   if (!name) return CUDA_ERROR_INVALID_VALUE;

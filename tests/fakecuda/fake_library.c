@@ -261,7 +261,7 @@ FC_API CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const c
   return r;
 }
 
-FC_API CUresult cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib) {
+FC_API_NEW CUresult cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib) {
   CUresult r = fc_check_init();
   if (r) return r;
   if (!count) return CUDA_ERROR_INVALID_VALUE;
@@ -272,7 +272,7 @@ FC_API CUresult cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib) {
   return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-FC_API CUresult cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels, CUlibrary lib) {
+FC_API_NEW CUresult cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels, CUlibrary lib) {
   CUresult r = fc_check_init();
   if (r) return r;
   if (!kernels) return CUDA_ERROR_INVALID_VALUE;
@@ -297,7 +297,7 @@ FC_API CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel) {
   return f ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-FC_API CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize) {
+FC_API_NEW CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize) {
   CUresult r = fc_check_init();
   if (r) return r;
   fc_lock();
@@ -307,7 +307,7 @@ FC_API CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t 
   return fc_param_info(f, paramIndex, paramOffset, paramSize);
 }
 
-FC_API CUresult cuKernelGetName(const char **name, CUkernel hfunc) {
+FC_API_NEW CUresult cuKernelGetName(const char **name, CUkernel hfunc) {
   CUresult r = fc_check_init();
   if (r) return r;
   if (!name || !hfunc) return CUDA_ERROR_INVALID_VALUE;

@@ -291,7 +291,7 @@ static const proc_t *best_row(const char *name, int version, int mode, bool *see
     const proc_t *p = &procs[i];
     if (p->mode != mode || strcmp(p->name, name) != 0) continue;
     *seen = true;
-    if (p->version <= version && (!best || p->version > best->version)) best = p;
+    if (p->version <= version && p->version <= FC_DRIVER_VERSION && (!best || p->version > best->version)) best = p;
   }
   return best;
 }

@@ -80,7 +80,7 @@ FC_API CUresult cuTensorMapEncodeIm2col(CUtensorMap *tensorMap, CUtensorMapDataT
   return encode(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, 2, 3);
 }
 
-FC_API CUresult cuTensorMapEncodeIm2colWide(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType,
+FC_API_NEW CUresult cuTensorMapEncodeIm2colWide(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType,
                                             cuuint32_t tensorRank, void *globalAddress,
                                             const cuuint64_t *globalDim, const cuuint64_t *globalStrides,
                                             int pixelBoxLowerCornerWidth, int pixelBoxUpperCornerWidth,
