@@ -173,6 +173,14 @@ void _mt_host_release(mt_pager_t *p, mt_chunk_t *c) {
   p->host_used -= p->chunk;
 }
 
+void _mt_host_abandon(mt_chunk_t *c) {
+  if (c->host_addr == 0) return;
+  _mt_retained_unlink(c);
+  c->host = 0;
+  c->host_off = 0;
+  c->host_addr = 0;
+}
+
 int _mt_host_room(mt_pager_t *p, size_t bytes, bool spill) {
   if (p->host_used + bytes <= p->host_budget) return 0;
   if (p->nv != NULL) p->host_filled = true; /* the tiers are all in use now (handoff.c) */

@@ -599,6 +599,11 @@ int _mt_host_spill(mt_pager_t *p, size_t need);
 int _mt_host_get_ex(mt_pager_t *p, mt_chunk_t *c, bool spill);
 /* Gives c's host copy back to the pool (c is not HOST). */
 void _mt_host_release(mt_pager_t *p, mt_chunk_t *c);
+/* Takes c's host slot away for good: a transfer that may still write it
+ * (a read or copy given up, nothing to wait on) must not reach whoever the
+ * pool would hand it to next. It stays counted in host_used, never back
+ * in the pool; c has no host copy after. */
+void _mt_host_abandon(mt_chunk_t *c);
 void _mt_retained_link(mt_pager_t *p, mt_chunk_t *c);
 void _mt_retained_unlink(mt_chunk_t *c);
 /* c moves between tiers (CH_*): the live counts follow; trace_it records a

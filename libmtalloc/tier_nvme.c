@@ -348,10 +348,7 @@ int _mt_nv_read_host(mt_pager_t *p, mt_chunk_t *c) {
          * gets it; the chunk stays NVME, its copy there still valid. */
         mt_error("nvme: a read of chunk %u of the region at %#lx does not finish; its host slot is given up",
                  c->index, (unsigned long)c->region->addr);
-        _mt_retained_unlink(c);
-        c->host = 0;
-        c->host_off = 0;
-        c->host_addr = 0;
+        _mt_host_abandon(c);
       }
       return rc;
     }

@@ -208,12 +208,7 @@ size_t _mt_write_behind(mt_pager_t *p, size_t bytes, uint64_t after) {
        * host_used, never back in the pool); the chunk stays dirty. */
       _mt_wb_cancel(p, c);
       _mt_wb_clear(c);
-      if (c->host_addr != 0) {
-        _mt_retained_unlink(c);
-        c->host = 0;
-        c->host_off = 0;
-        c->host_addr = 0;
-      }
+      _mt_host_abandon(c);
     }
   }
   return 0;
