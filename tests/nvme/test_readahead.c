@@ -42,15 +42,21 @@ static uint64_t st(const char *name) {
   return 0;
 }
 
-/* The first region (in allocation order) whose chunks are all on NVMe. */
-static int first_on_nvme(const uintptr_t *a) {
+/* The first region (in allocation order) but skip (-1: none) whose chunks
+ * are all on NVMe. */
+static int first_on_nvme_but(const uintptr_t *a, int skip) {
   for (int i = 0; i < NREG; i++) {
+    if (i == skip) continue;
     mt_region_t *r = _mt_region_of(P, a[i]);
     bool all = true;
     for (uint32_t k = 0; k < r->nchunks; k++) all &= r->chunks[k].state == CH_NVME;
     if (all) return i;
   }
   return -1;
+}
+
+static int first_on_nvme(const uintptr_t *a) {
+  return first_on_nvme_but(a, -1);
 }
 
 /* Reads ahead the chunks of the region at a (under the lock, as a launch). */
@@ -284,13 +290,7 @@ static size_t host_slots_lost(const uintptr_t *a) {
 /* The drive answers again: polls until every given-up request is done. */
 static void drive_answers(void) {
   _mt_nvme_fault_reset();
-  for (int t = 0; t < 2000 && _mt_nvme_pending(P->nv->store) > 0; t++) {
-    pthread_mutex_lock(&P->lock);
-    (void)_mt_nvme_poll(P->nv->store, 0, 0);
-    pthread_mutex_unlock(&P->lock);
-    usleep(1000);
-  }
-  cr_assert_eq(_mt_nvme_pending(P->nv->store), 0, "the drive finished what it had");
+  tier_drain();
 }
 
 /* The store used to keep a pointer to the ring entry's op after the wait
@@ -313,13 +313,7 @@ Test(readahead, free_with_a_stalled_read_ahead) {
   _mt_nvme_stats_t s1;
   _mt_nvme_get_stats(P->nv->store, &s1);
   cr_assert_eq(s1.pages_free, s0.pages_free + REG / MT_NVME_PAGE, "its NVMe pages came back once the drive answered");
-  for (int k = 0; k < NREG; k++) {
-    if (k == i) continue;
-    memset(buf, 0xee, REG);
-    cr_assert_eq(get(buf, a[k], REG), 0, "region %d", k);
-    fill(want, REG, (uint32_t)k + 1);
-    cr_assert(memcmp(buf, want, REG) == 0, "region %d intact", k);
-  }
+  check_all_but(a, buf, want, i, -1);
   free(buf);
   free(want);
   finish();
@@ -345,13 +339,7 @@ Test(readahead, stalled_read_ahead_then_ring_reuse) {
   cr_assert_eq(host_slots_lost(a), 1, "the slot the drive may still write into stays out of use");
   /* another region's read-ahead takes the entries while the drive still
    * has the first reads; it stays queued behind them */
-  int j = -1;
-  for (int k = 0; k < NREG && j < 0; k++) {
-    mt_region_t *r = _mt_region_of(P, a[k]);
-    bool all = k != i;
-    for (uint32_t c = 0; c < r->nchunks; c++) all &= r->chunks[c].state == CH_NVME;
-    if (all) j = k;
-  }
+  int j = first_on_nvme_but(a, i);
   cr_assert_geq(j, 0);
   /* host room without a spill (a spill would poll the drive): two regions
    * wholly in host memory are freed */
@@ -374,13 +362,7 @@ Test(readahead, stalled_read_ahead_then_ring_reuse) {
   cr_assert(rj->chunks[0].ra != 0, "region %d's read took the entry given up", j);
   drive_answers();
   settle(a[j]);
-  for (int k = 0; k < NREG; k++) {
-    if (k == gone[0] || k == gone[1]) continue;
-    memset(buf, 0xee, REG);
-    cr_assert_eq(get(buf, a[k], REG), 0, "region %d", k);
-    fill(want, REG, (uint32_t)k + 1);
-    cr_assert(memcmp(buf, want, REG) == 0, "region %d reads back its own bytes", k);
-  }
+  check_all_but(a, buf, want, gone[0], gone[1]);
   free(buf);
   free(want);
   finish();
