@@ -163,6 +163,12 @@ struct mt_prefetch {
                               * NULL without next-use eviction */
 };
 
+/* Predicted launches beyond the depth the free-memory pass looks at:
+ * MT_PREFETCH_FREE, and FREE_NVME_MORE more while NVMe holds chunks. */
+static unsigned free_reach(const mt_pager_t *p, bool nvme_holds) {
+  return p->pf_free > 0 ? p->pf_free + (nvme_holds ? FREE_NVME_MORE : 0) : 0;
+}
+
 int _mt_prefetch_open(mt_pager_t *p, const char *predictor, unsigned depth) {
   const mt_predictor_ops_t *ops = _mt_predictor_find(predictor ? predictor : "none");
   if (ops == NULL) return -EINVAL;
@@ -178,8 +184,8 @@ int _mt_prefetch_open(mt_pager_t *p, const char *predictor, unsigned depth) {
   pf->cap = 1024;
   pf->map = calloc(pf->cap, sizeof(*pf->map));
   pf->lead = prefetch ? _mt_lead_create(LEAD_KEYS, p->pf_lead) : NULL;
-  const unsigned lead = _mt_lead_max(pf->lead),
-                 spare = prefetch && p->pf_free > 0 ? p->pf_free + (p->nv != NULL ? FREE_NVME_MORE : 0) : 0;
+  /* the walk covers the farthest reach: with a tier, NVMe may hold chunks */
+  const unsigned lead = _mt_lead_max(pf->lead), spare = prefetch ? free_reach(p, p->nv != NULL) : 0;
   pf->walk = pf->depth + (lead > spare ? lead : spare);
   pf->out = calloc(pf->walk ? pf->walk : 1, sizeof(*pf->out));
   const bool sched = prefetch && dues && p->wb_horizon > 0;
@@ -585,7 +591,7 @@ void _mt_prefetch_launch(mt_pager_t *p, mt_handle_t s) {
   bool spare[WINDOW_MAX]; /* beyond the depth for free memory only (Prefetches into free memory) */
   size_t nwin = 0, lack = 0, fresh = 0;
   const bool handoff = _mt_handoff_on(p), spare_ok = spare_wanted(p, handoff);
-  const unsigned spare_reach = p->pf_free + (p->nv != NULL && p->live[CH_NVME] > 0 ? FREE_NVME_MORE : 0);
+  const unsigned spare_reach = free_reach(p, p->nv != NULL && p->live[CH_NVME] > 0);
   for (size_t j = 0; j < np && pf->out[j].confidence >= MIN_CONFIDENCE; j++) {
     bool seen = pf->out[j].id == id;
     for (size_t k = 0; k < j && !seen; k++) seen = pf->out[k].id == pf->out[j].id;
